@@ -1,0 +1,368 @@
+package affinity
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/bucketlog/bucketlog/localseg"
+)
+
+// ErrNotOwner is the class of a refusal because another replica owns the
+// execution or the shard.
+var ErrNotOwner = errors.New("affinity: not the owner")
+
+// ErrClosed reports use of a closed Log.
+var ErrClosed = errors.New("affinity: log closed")
+
+// NotOwnerError names the shard that owns what was refused, so the caller
+// can re-route. errors.Is(err, ErrNotOwner) holds for it.
+type NotOwnerError struct {
+	Owner       int    // the owner shard
+	Shard       int    // the shard this replica owns
+	ExecutionID string // empty for shard-level operations (pull, ack)
+}
+
+func (e *NotOwnerError) Error() string {
+	if e.ExecutionID != "" {
+		return fmt.Sprintf("affinity: execution %q belongs to shard %d, this replica owns shard %d", e.ExecutionID, e.Owner, e.Shard)
+	}
+	return fmt.Sprintf("affinity: shard %d is owned by another replica, this replica owns shard %d", e.Owner, e.Shard)
+}
+
+func (e *NotOwnerError) Is(target error) bool { return target == ErrNotOwner }
+
+// Reader is what a cold load must offer: the read side of a shard's store.
+// *localseg.Store satisfies it.
+type Reader interface {
+	Scan(after uint64, limit int) (localseg.Page, error)
+	ReadExecution(executionID string, after uint64, limit int) (localseg.Page, error)
+	Close() error
+}
+
+// ColdReader opens a read-only view of a shard this replica does not own.
+// The returned Reader is closed after one read. It must not change the
+// shard's data in any way.
+type ColdReader func(shard int) (Reader, error)
+
+// LocalColdReader returns the default ColdReader: it opens
+// localseg.ShardDir(root, shard) read-only with opts (ReadOnly forced on).
+// A shard directory that does not exist reads as empty and is not created.
+func LocalColdReader(root string, opts localseg.Options) ColdReader {
+	opts.ReadOnly = true
+	return func(shard int) (Reader, error) {
+		dir := localseg.ShardDir(root, shard)
+		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+			return emptyReader{}, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("cold load shard %d: %w", shard, err)
+		}
+		st, err := localseg.Open(dir, opts)
+		if err != nil {
+			return nil, fmt.Errorf("cold load shard %d: %w", shard, err)
+		}
+		return st, nil
+	}
+}
+
+// emptyReader is a never-written shard: it exists nowhere, so every read
+// answers "does not exist" with the base of an unreclaimed log.
+type emptyReader struct{}
+
+func (emptyReader) Scan(after uint64, limit int) (localseg.Page, error) {
+	return localseg.Page{Base: 1}, nil
+}
+
+func (emptyReader) ReadExecution(executionID string, after uint64, limit int) (localseg.Page, error) {
+	if err := validateID("execution id", executionID); err != nil {
+		return localseg.Page{}, err
+	}
+	return localseg.Page{Base: 1}, nil
+}
+
+func (emptyReader) Close() error { return nil }
+
+// Options configure a Log. The zero value works.
+type Options struct {
+	// Store configures the owner's resident store. ReadOnly is ignored: the
+	// owner always opens its shard writable.
+	Store localseg.Options
+	// ColdReader serves reads of shards this replica does not own. Nil
+	// means LocalColdReader(root, Store).
+	ColdReader ColdReader
+}
+
+// ReadResult is a routed read: the page, the shard it came from and who
+// served it (ServedByOwnerResident or ServedByNonOwnerColdLoad).
+type ReadResult struct {
+	Page     localseg.Page
+	Shard    int
+	ServedBy string
+}
+
+// Log is one replica's view of a sharded log under one root: it owns one
+// shard, whose store it keeps open and writable, and routes everything else.
+// It is safe for concurrent use.
+type Log struct {
+	root string
+	own  Ownership
+	cold ColdReader
+
+	mu     sync.RWMutex // guards store against Close; the store serialises its own writes
+	store  *localseg.Store
+	closed bool
+}
+
+// Open opens the replica that owns own.Index of own.Count under root. The
+// owner's shard store localseg.ShardDir(root, own.Index) is opened
+// writable (it takes the shard's lock, so a second writer of the same shard
+// fails here) and stays open until Close.
+func Open(root string, own Ownership, opts Options) (*Log, error) {
+	if err := own.Validate(); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(root) == "" {
+		return nil, fmt.Errorf("%w: empty root", localseg.ErrInvalidInput)
+	}
+	storeOpts := opts.Store
+	storeOpts.ReadOnly = false
+	st, err := localseg.Open(localseg.ShardDir(root, own.Index), storeOpts)
+	if err != nil {
+		return nil, fmt.Errorf("open owned %s: %w", own, err)
+	}
+	cold := opts.ColdReader
+	if cold == nil {
+		cold = LocalColdReader(root, opts.Store)
+	}
+	return &Log{root: root, own: own, cold: cold, store: st}, nil
+}
+
+// Ownership returns the replica's ownership.
+func (l *Log) Ownership() Ownership { return l.own }
+
+// Root returns the root directory.
+func (l *Log) Root() string { return l.root }
+
+// Store returns the owner's resident store, for the components that ship,
+// reclaim and observe it. Writes through it bypass routing; only events the
+// replica owns may be appended to it.
+func (l *Log) Store() *localseg.Store { return l.store }
+
+// Close closes the resident store. Later calls fail with ErrClosed.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	l.closed = true
+	return l.store.Close()
+}
+
+// owned returns the resident store for an operation, holding the read lock;
+// the caller must call l.mu.RUnlock.
+func (l *Log) ownedRLocked() (*localseg.Store, error) {
+	if l.closed {
+		return nil, ErrClosed
+	}
+	return l.store, nil
+}
+
+// route validates ev and refuses it when another shard owns it.
+func (l *Log) route(ev localseg.Event) error {
+	if err := validateEvent(ev); err != nil {
+		return err
+	}
+	if owner := l.own.OwnerOf(ev.ExecutionID); owner != l.own.Index {
+		return &NotOwnerError{Owner: owner, Shard: l.own.Index, ExecutionID: strings.TrimSpace(ev.ExecutionID)}
+	}
+	return nil
+}
+
+// Append appends ev when this replica owns its execution. Otherwise it
+// returns a *NotOwnerError naming the owner and touches no store: no byte
+// is written and no sequence is consumed, so re-routing the event to its
+// owner can never duplicate it. An invalid event is refused as
+// localseg.ErrInvalidInput whichever replica receives it.
+func (l *Log) Append(ev localseg.Event) (localseg.AppendResult, error) {
+	if err := l.route(ev); err != nil {
+		return localseg.AppendResult{}, err
+	}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	st, err := l.ownedRLocked()
+	if err != nil {
+		return localseg.AppendResult{}, err
+	}
+	return st.Append(ev)
+}
+
+// AppendBatch appends evs when this replica owns every one of them. The
+// batch is checked whole before anything is written: one invalid or
+// non-owned event refuses the batch (the first such event names the error)
+// and nothing is written.
+func (l *Log) AppendBatch(evs []localseg.Event) (first, last uint64, err error) {
+	for i, ev := range evs {
+		if err := l.route(ev); err != nil {
+			return 0, 0, fmt.Errorf("batch event %d: %w", i, err)
+		}
+	}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	st, err := l.ownedRLocked()
+	if err != nil {
+		return 0, 0, err
+	}
+	return st.AppendBatch(evs)
+}
+
+// Read reads executionID's events after the given sequence. The owner
+// serves it from its resident store; any other replica cold-loads the
+// owner's shard read-only. The result says which.
+func (l *Log) Read(executionID string, after uint64, limit int) (ReadResult, error) {
+	if err := validateID("execution id", executionID); err != nil {
+		return ReadResult{}, err
+	}
+	shard := l.own.OwnerOf(executionID)
+	return l.read(shard, func(r Reader) (localseg.Page, error) {
+		return r.ReadExecution(executionID, after, limit)
+	})
+}
+
+// ScanShard scans shard's whole log after the given sequence, served like
+// Read.
+func (l *Log) ScanShard(shard int, after uint64, limit int) (ReadResult, error) {
+	if shard < 0 || shard >= l.own.Count {
+		return ReadResult{}, fmt.Errorf("%w: shard %d is not in a pool of %d", localseg.ErrInvalidInput, shard, l.own.Count)
+	}
+	return l.read(shard, func(r Reader) (localseg.Page, error) { return r.Scan(after, limit) })
+}
+
+func (l *Log) read(shard int, op func(Reader) (localseg.Page, error)) (ReadResult, error) {
+	if shard == l.own.Index {
+		l.mu.RLock()
+		defer l.mu.RUnlock()
+		st, err := l.ownedRLocked()
+		if err != nil {
+			return ReadResult{}, err
+		}
+		p, err := op(st)
+		if err != nil {
+			return ReadResult{}, err
+		}
+		return ReadResult{Page: p, Shard: shard, ServedBy: ServedByOwnerResident}, nil
+	}
+	l.mu.RLock()
+	closed := l.closed
+	l.mu.RUnlock()
+	if closed {
+		return ReadResult{}, ErrClosed
+	}
+	r, err := l.cold(shard)
+	if err != nil {
+		return ReadResult{}, err
+	}
+	p, err := op(r)
+	if cerr := r.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close cold load of shard %d: %w", shard, cerr)
+	}
+	if err != nil {
+		return ReadResult{}, err
+	}
+	return ReadResult{Page: p, Shard: shard, ServedBy: ServedByNonOwnerColdLoad}, nil
+}
+
+// checkShard refuses consumer operations on a shard this replica does not
+// own: a consumer's cursor is writer state, so only the owner may move it.
+func (l *Log) checkShard(shard int) error {
+	if shard != l.own.Index {
+		return &NotOwnerError{Owner: shard, Shard: l.own.Index}
+	}
+	return nil
+}
+
+// Pull pulls up to limit events for consumer from shard. Only the owner of
+// shard may; any other replica is refused with a *NotOwnerError.
+func (l *Log) Pull(shard int, consumer string, limit int) (localseg.PullResult, error) {
+	if err := l.checkShard(shard); err != nil {
+		return localseg.PullResult{}, err
+	}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	st, err := l.ownedRLocked()
+	if err != nil {
+		return localseg.PullResult{}, err
+	}
+	return st.Pull(consumer, limit)
+}
+
+// Ack moves consumer's cursor on shard. Only the owner of shard may.
+func (l *Log) Ack(shard int, consumer string, seq uint64) (uint64, error) {
+	if err := l.checkShard(shard); err != nil {
+		return 0, err
+	}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	st, err := l.ownedRLocked()
+	if err != nil {
+		return 0, err
+	}
+	return st.Ack(consumer, seq)
+}
+
+// DeleteConsumer removes consumer from shard. Only the owner of shard may.
+func (l *Log) DeleteConsumer(shard int, consumer string) error {
+	if err := l.checkShard(shard); err != nil {
+		return err
+	}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	st, err := l.ownedRLocked()
+	if err != nil {
+		return err
+	}
+	return st.DeleteConsumer(consumer)
+}
+
+// validateEvent checks what routing needs before any store is involved, so
+// that an invalid event is invalid on every replica (not "not owner" on
+// some). The owner's store checks again, and also checks the size limit,
+// which depends on its segment size.
+func validateEvent(ev localseg.Event) error {
+	if err := validateID("execution id", ev.ExecutionID); err != nil {
+		return err
+	}
+	if strings.TrimSpace(ev.TransactionID) == "" {
+		return fmt.Errorf("%w: transaction id is blank", localseg.ErrInvalidInput)
+	}
+	if !utf8.ValidString(ev.TransactionID) {
+		return fmt.Errorf("%w: transaction id is not valid UTF-8", localseg.ErrInvalidInput)
+	}
+	if !utf8.ValidString(ev.Payload) {
+		return fmt.Errorf("%w: payload is not valid UTF-8", localseg.ErrInvalidInput)
+	}
+	return nil
+}
+
+// validateID applies the identifier rule of SPEC §2: after trimming,
+// 1–256 bytes of [A-Za-z0-9_-].
+func validateID(what, raw string) error {
+	id := strings.TrimSpace(raw)
+	if id == "" {
+		return fmt.Errorf("%w: %s is empty", localseg.ErrInvalidInput, what)
+	}
+	if len(id) > localseg.MaxIDLen {
+		return fmt.Errorf("%w: %s is %d bytes, more than %d", localseg.ErrInvalidInput, what, len(id), localseg.MaxIDLen)
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return fmt.Errorf("%w: %s %q has a character outside [A-Za-z0-9_-] at byte %d", localseg.ErrInvalidInput, what, id, i)
+		}
+	}
+	return nil
+}
