@@ -1,0 +1,90 @@
+// Package tailbatch ships the unsealed tail of a shard's local log to the
+// bucket as write-once tail objects (SPEC §5).
+//
+// # Why
+//
+// A sealed segment reaches the bucket after it seals; until then its events
+// exist only on the local disk. On every tick the engine asks a Replicator
+// for the frames that became durable since the last shipped position and
+// puts them, verbatim, as one object under
+// noetl.ehdb.tail.<shard>.<first_seq>.<last_seq>. A cold load replays those
+// objects after the segments, so the bucket alone holds the log up to the
+// last tick.
+//
+// # The tick is the loss window
+//
+// Tail replication does not make an append wait for the bucket. An event
+// appended just after a tick is on the local disk only, until the next tick
+// ships it: if that disk is destroyed in between, the event is lost. The
+// worst-case loss window is therefore the tick interval (15 s by default),
+// not zero, and that interval is the number to quote. (The engine's
+// synchronous mode, which makes an append wait for its tail object, is the
+// only way to close the window.)
+//
+// # Contract
+//
+//   - A batch is a byte range of one local segment, whole frames, every byte
+//     covered by a completed fsync (the Source's TailExtent guarantees it;
+//     nothing beyond it is ever read). Batches never span two segments and
+//     are at most Options.MaxBatchBytes (8 MiB) long, cut at an Event frame
+//     boundary; a single larger Event frame ships alone. Consumer frames
+//     ride along verbatim; the key names the first and last Event.
+//   - The cursor (ShippedThrough) is the highest sequence the bucket holds
+//     contiguously. It moves only forward, only by Commit of a batch that
+//     starts at or before cursor+1, or by Advance when the engine learns
+//     that sealed segments through a sequence are durable in the bucket.
+//   - Fail leaves the cursor, counts the failure, and the next Prepare
+//     returns the same events again under the same key (or a longer batch
+//     starting at the same sequence, when more arrived meanwhile).
+//   - Tail objects are created with create-if-absent and epoch 0. An
+//     identical object under the key is success (a retry after a lost
+//     acknowledgement). A different one is a second writer on the shard:
+//     Upload returns an *UploadError matching blobtier.ErrConflict, Fail
+//     latches it, and every later Prepare returns a *StoppedError (matching
+//     ErrStopped and blobtier.ErrConflict) instead of shipping again.
+//   - An idle shard costs nothing: when no new Event is durable Prepare
+//     returns no batch, and Replicate issues no request at all unless the
+//     cursor object is behind the cursor.
+//   - The cursor object {"v":K,"shipped_through":S,"consumers":{…}} is
+//     written after the tail puts of a pass succeeded, by compare-and-swap
+//     (or a plain put on buckets without it). It never points past what the
+//     bucket holds: S is the cursor, every consumer is clamped to S, and S
+//     never moves backward.
+//   - At start the cursor comes from RebuildCursor: what the bucket holds
+//     contiguously from the reclaim base, never the local tip.
+//   - Options.Disabled makes the replicator do nothing at all.
+//
+// # The lock boundary
+//
+// Appends take the store's lock. Nothing in this package holds that lock
+// across bucket I/O:
+//
+//	Prepare   no bucket I/O; TailExtent takes the store's lock briefly
+//	Upload    a free function: reads the immutable range, verifies it, puts it; no lock
+//	Commit    in memory only (the replicator's own mutex)
+//	Fail      in memory only
+//
+// Replicate is the three in one call and keeps the same boundary, so a
+// driver may call it on a timer next to appends. A slow or refusing bucket
+// delays the next tick, never an append, and never fails one.
+//
+// # Crash assumptions
+//
+// The replicator keeps its cursor in memory only. After a crash the bucket
+// is the truth: RebuildCursor finds the contiguous coverage there, so events
+// acknowledged before the crash but not yet shipped are shipped on the next
+// pass. A crash after a put but before Commit re-ships the same bytes under
+// the same key, which the bucket answers as success. Tail objects may
+// overlap each other and sealed segments (a longer retry, a segment that
+// sealed after its tail shipped); a cold load de-duplicates by sequence.
+// The cursor object is a lower bound: losing an update of it means
+// redelivery to consumers, never loss.
+//
+// # Concurrency
+//
+// A Replicator is safe for concurrent use. One driver per shard is
+// expected to run passes in sequence; two concurrent passes stay correct
+// (the cursor never moves backward or over a gap) but may put the same
+// object twice. Upload, RebuildCursor, ReadCursor and WriteCursor are free
+// functions, safe for concurrent use given concurrency-safe arguments.
+package tailbatch

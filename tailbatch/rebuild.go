@@ -1,0 +1,73 @@
+package tailbatch
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"iter"
+	"slices"
+
+	"github.com/bucketlog/bucketlog/blobtier"
+)
+
+// Lister lists one kind of object of one shard. blobtier.Bucket implements
+// it.
+type Lister interface {
+	List(ctx context.Context, shard uint32, kind blobtier.Kind) iter.Seq2[blobtier.ObjectInfo, error]
+}
+
+// SegRange is the Event sequence range of a sealed segment that is durable
+// in the bucket (its object's length and digest equal the local bytes). A
+// segment holding no event has LastSeq < FirstSeq and covers nothing.
+type SegRange struct {
+	FirstSeq, LastSeq uint64
+}
+
+// RebuildCursor returns the tail cursor of shard at start (SPEC §5): the
+// highest sequence covered contiguously from base by durableSegs and the
+// shard's tail objects in the bucket. base is what needs no coverage (the
+// reclaim watermark's sequence, or 0). The local tip plays no part: events
+// acknowledged just before a crash, durable only on the local disk, lie
+// above the result and ship on the next pass.
+//
+// Only tail keys of this shard are considered. A key that does not parse, or
+// parses to another kind or shard, is ignored (kept and counted by tail
+// cleanup, never trusted here). A tail object is trusted by its key: it was
+// created whole by one create-if-absent put, and a cold load verifies its
+// bytes before using them. A listing error is returned as is; the caller
+// must not fall back to the local tip.
+func RebuildCursor(ctx context.Context, b Lister, shard uint32, base uint64, durableSegs []SegRange) (uint64, error) {
+	ranges := make([]SegRange, 0, len(durableSegs))
+	for _, s := range durableSegs {
+		if s.LastSeq >= s.FirstSeq {
+			ranges = append(ranges, s)
+		}
+	}
+	for info, err := range b.List(ctx, shard, blobtier.KindTail) {
+		if err != nil {
+			return 0, fmt.Errorf("tailbatch: shard %d: list tail objects: %w", shard, err)
+		}
+		k := info.Parsed
+		if info.ParseErr != nil || k.Kind != blobtier.KindTail || k.Shard != shard || k.LastSeq < k.FirstSeq || k.FirstSeq == 0 || info.Size <= 0 {
+			continue
+		}
+		ranges = append(ranges, SegRange{FirstSeq: k.FirstSeq, LastSeq: k.LastSeq})
+	}
+	return contiguousFrom(base, ranges), nil
+}
+
+// contiguousFrom extends base over ranges while they leave no gap: sorted by
+// first sequence, a range extends the covered prefix only when it starts at
+// or before covered+1; the first one that starts further ends the walk,
+// since every later one starts further still.
+func contiguousFrom(base uint64, ranges []SegRange) uint64 {
+	slices.SortFunc(ranges, func(a, b SegRange) int { return cmp.Compare(a.FirstSeq, b.FirstSeq) })
+	covered := base
+	for _, r := range ranges {
+		if r.FirstSeq > covered+1 {
+			break
+		}
+		covered = max(covered, r.LastSeq)
+	}
+	return covered
+}

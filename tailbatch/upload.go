@@ -1,0 +1,75 @@
+package tailbatch
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/bucketlog/bucketlog/blobtier"
+	"github.com/bucketlog/bucketlog/localseg"
+)
+
+// Epoch is the ownership epoch written on tail objects. Writer fencing does
+// not exist yet (SPEC §4), so it is always 0.
+const Epoch = 0
+
+// UploadError reports a failed tail object upload. It unwraps to the cause:
+// errors.Is(err, blobtier.ErrConflict) means a different object already sits
+// under Key (a second writer on the shard); errors.Is(err,
+// localseg.ErrCorrupt) means the local bytes failed verification and were
+// not put.
+type UploadError struct {
+	Key string
+	Err error
+}
+
+func (e *UploadError) Error() string { return fmt.Sprintf("tailbatch: upload %s: %v", e.Key, e.Err) }
+func (e *UploadError) Unwrap() error { return e.Err }
+
+// Upload reads batch's byte range from src and creates its tail object in
+// the bucket. It is a free function: it borrows nothing from a Replicator
+// and holds no lock, so a slow or failing bucket can only slow the caller,
+// never an append. The bytes are checked before the put (every frame's CRC,
+// consecutive sequences from batch.FirstSeq through batch.LastSeq), so local
+// bit-rot never reaches the bucket under a fresh, valid digest.
+//
+// An identical object already under the key (a retry after a lost
+// acknowledgement) is success. A different one is an *UploadError that
+// matches blobtier.ErrConflict.
+func Upload(ctx context.Context, b Putter, src RangeReader, batch Batch) error {
+	if err := checkBatch(batch); err != nil {
+		return &UploadError{Key: batch.Key, Err: err}
+	}
+	data, err := src.ReadRange(batch.Segment, batch.Start, batch.Len())
+	if err != nil {
+		return &UploadError{Key: batch.Key, Err: fmt.Errorf("read segment %d bytes [%d,%d): %w", batch.Segment, batch.Start, batch.End, err)}
+	}
+	if int64(len(data)) != batch.Len() {
+		return &UploadError{Key: batch.Key, Err: fmt.Errorf("%w: read %d bytes of segment %d, want %d", ErrBadBatch, len(data), batch.Segment, batch.Len())}
+	}
+	sum, err := localseg.VerifySegment(batch.Segment, data, batch.FirstSeq)
+	if err != nil {
+		return &UploadError{Key: batch.Key, Err: fmt.Errorf("verify local bytes: %w", err)}
+	}
+	if sum.Events == 0 || sum.FirstSeq != batch.FirstSeq || sum.LastSeq != batch.LastSeq {
+		return &UploadError{Key: batch.Key, Err: fmt.Errorf("%w: bytes hold events %d..%d (%d events), key names %d..%d",
+			ErrBadBatch, sum.FirstSeq, sum.LastSeq, sum.Events, batch.FirstSeq, batch.LastSeq)}
+	}
+	if err := b.PutIfAbsent(ctx, batch.Key, data, Epoch); err != nil {
+		return &UploadError{Key: batch.Key, Err: err}
+	}
+	return nil
+}
+
+func checkBatch(b Batch) error {
+	switch {
+	case b.LastSeq < b.FirstSeq || b.FirstSeq == 0:
+		return fmt.Errorf("%w: sequences %d..%d", ErrBadBatch, b.FirstSeq, b.LastSeq)
+	case b.Start < 0 || b.End <= b.Start:
+		return fmt.Errorf("%w: byte range [%d,%d)", ErrBadBatch, b.Start, b.End)
+	case b.Len() > blobtier.MaxObjectBytes:
+		return fmt.Errorf("%w: %d bytes, above the %d-byte object limit", ErrBadBatch, b.Len(), blobtier.MaxObjectBytes)
+	case b.Key != blobtier.TailKey(b.Shard, b.FirstSeq, b.LastSeq):
+		return fmt.Errorf("%w: key %q does not name shard %d sequences %d..%d", ErrBadBatch, b.Key, b.Shard, b.FirstSeq, b.LastSeq)
+	}
+	return nil
+}
