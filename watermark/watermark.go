@@ -1,0 +1,225 @@
+package watermark
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/bucketlog/bucketlog/blobtier"
+	"github.com/bucketlog/bucketlog/localseg"
+)
+
+// Errors. Callers test them with errors.Is.
+var (
+	// ErrMalformed reports a watermark object whose body does not decode.
+	// It is also a blobtier.ErrCorrupt: the object is there but cannot be
+	// trusted, and a reader must stop rather than guess a boundary.
+	ErrMalformed = fmt.Errorf("watermark: malformed object: %w", blobtier.ErrCorrupt)
+	// ErrInconsistent reports a target that is neither at nor above the
+	// stored mark on both coordinates (a higher sequence in a lower segment,
+	// or the reverse). Two consistent histories never produce one, so it is
+	// refused instead of being merged into a mark that names no real
+	// boundary.
+	ErrInconsistent = errors.New("watermark: target disagrees with the stored mark")
+	// ErrContention reports that Advance lost every compare-and-swap it
+	// tried. It also matches blobtier.ErrPrecondition.
+	ErrContention = fmt.Errorf("watermark: too many concurrent writers: %w", blobtier.ErrPrecondition)
+)
+
+// MaxAttempts bounds the compare-and-swap attempts of one Advance. Each lost
+// attempt means another writer moved the mark; with a single owner per
+// shard a second attempt is already rare.
+const MaxAttempts = 64
+
+// Mark is the reclaim watermark of a shard: every event at or below Seq and
+// every segment at or below Segment is reclaimed (or about to be), and a
+// reader must skip them. V increases with every write, so no two writes of
+// the object are byte-identical (an S3 ETag is the MD5 of the content, and a
+// compare-and-swap on an unchanged ETag would not detect a rewrite).
+//
+// The JSON field names are part of the wire format; do not change them.
+type Mark struct {
+	Seq     uint64 `json:"seq"`
+	Segment uint64 `json:"segment"`
+	V       uint64 `json:"v"`
+}
+
+// AtLeast reports whether m covers seq and segment on both coordinates.
+func (m Mark) AtLeast(seq, segment uint64) bool { return m.Seq >= seq && m.Segment >= segment }
+
+// Encode returns the object body {"seq":N,"segment":M,"v":K}.
+func (m Mark) Encode() []byte {
+	return fmt.Appendf(nil, `{"seq":%d,"segment":%d,"v":%d}`, m.Seq, m.Segment, m.V)
+}
+
+// Decode parses a watermark body. It is strict: the body must be one JSON
+// object carrying all three fields as non-negative integers, with nothing
+// after it; unknown fields are ignored (a newer writer may add some). A
+// positive Seq in segment 0 is refused: events live in segments 1 and up.
+func Decode(b []byte) (Mark, error) {
+	var raw struct {
+		Seq     *uint64 `json:"seq"`
+		Segment *uint64 `json:"segment"`
+		V       *uint64 `json:"v"`
+	}
+	// A body must be an object; json.Unmarshal would accept "null" and leave
+	// every field nil, which the checks below report, but a clearer error
+	// helps whoever reads the log.
+	if t := bytes.TrimSpace(b); len(t) == 0 || t[0] != '{' {
+		return Mark{}, fmt.Errorf("%w: not a JSON object", ErrMalformed)
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return Mark{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	switch {
+	case raw.Seq == nil:
+		return Mark{}, fmt.Errorf("%w: missing \"seq\"", ErrMalformed)
+	case raw.Segment == nil:
+		return Mark{}, fmt.Errorf("%w: missing \"segment\"", ErrMalformed)
+	case raw.V == nil:
+		return Mark{}, fmt.Errorf("%w: missing \"v\"", ErrMalformed)
+	}
+	m := Mark{Seq: *raw.Seq, Segment: *raw.Segment, V: *raw.V}
+	if m.Seq > 0 && m.Segment == 0 {
+		return Mark{}, fmt.Errorf("%w: sequence %d in segment 0", ErrMalformed, m.Seq)
+	}
+	return m, nil
+}
+
+// Reader is what Read needs from a bucket.
+type Reader interface {
+	GetVersioned(ctx context.Context, key string) ([]byte, blobtier.Version, error)
+}
+
+// Swapper is what Advance needs from a bucket.
+type Swapper interface {
+	Reader
+	CompareAndSwap(ctx context.Context, key string, data []byte, expect blobtier.Version) error
+	CanCAS() bool
+}
+
+// Read returns the shard's watermark and its version token. An absent
+// object is the zero Mark with version "" (nothing reclaimed yet).
+func Read(ctx context.Context, b Reader, shard uint32) (Mark, blobtier.Version, error) {
+	key := blobtier.WatermarkKey(shard)
+	data, ver, err := b.GetVersioned(ctx, key)
+	if errors.Is(err, blobtier.ErrNotFound) {
+		return Mark{}, "", nil
+	}
+	if err != nil {
+		return Mark{}, "", fmt.Errorf("read watermark %s: %w", key, err)
+	}
+	m, err := Decode(data)
+	if err != nil {
+		return Mark{}, "", fmt.Errorf("read watermark %s: %w", key, err)
+	}
+	return m, ver, nil
+}
+
+// Advance moves the shard's watermark up to (seq, segment) and returns the
+// mark stored afterwards. It never writes the mark backward: when the stored
+// mark already covers the target it returns it unchanged and writes nothing.
+// Otherwise it writes the target with V+1 by compare-and-swap on the version
+// it read; when another writer got there first it reads again and retries,
+// up to MaxAttempts times with a short random pause, so concurrent writers
+// end at the highest target any of them asked for.
+//
+// A bucket that cannot compare-and-swap is refused with
+// blobtier.ErrUnsupported before anything is read or written: without it two
+// writers could overwrite each other and move the mark backward.
+func Advance(ctx context.Context, b Swapper, shard uint32, seq, segment uint64) (Mark, error) {
+	if !b.CanCAS() {
+		return Mark{}, fmt.Errorf("advance watermark of shard %d: %w", shard, blobtier.ErrUnsupported)
+	}
+	if seq > 0 && segment == 0 {
+		return Mark{}, fmt.Errorf("advance watermark of shard %d: sequence %d in segment 0: %w", shard, seq, ErrInconsistent)
+	}
+	key := blobtier.WatermarkKey(shard)
+	for attempt := 0; attempt < MaxAttempts; attempt++ {
+		cur, ver, err := Read(ctx, b, shard)
+		if err != nil {
+			return Mark{}, err
+		}
+		if cur.AtLeast(seq, segment) {
+			return cur, nil
+		}
+		if cur.Seq > seq || cur.Segment > segment {
+			return cur, fmt.Errorf("advance watermark %s to seq %d segment %d over seq %d segment %d: %w",
+				key, seq, segment, cur.Seq, cur.Segment, ErrInconsistent)
+		}
+		next := Mark{Seq: seq, Segment: segment, V: cur.V + 1}
+		err = b.CompareAndSwap(ctx, key, next.Encode(), ver)
+		if err == nil {
+			return next, nil
+		}
+		if !errors.Is(err, blobtier.ErrPrecondition) {
+			return Mark{}, fmt.Errorf("advance watermark %s: %w", key, err)
+		}
+		if err := pause(ctx, attempt); err != nil {
+			return Mark{}, fmt.Errorf("advance watermark %s: %w", key, err)
+		}
+	}
+	return Mark{}, fmt.Errorf("advance watermark %s after %d attempts: %w", key, MaxAttempts, ErrContention)
+}
+
+// pause waits a random time that grows with the attempt (full jitter, capped
+// at 50 ms), so writers that lost together do not collide again together.
+func pause(ctx context.Context, attempt int) error {
+	ceiling := time.Millisecond << min(attempt, 6)
+	ceiling = min(ceiling, 50*time.Millisecond)
+	t := time.NewTimer(rand.N(ceiling) + time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Contiguous returns the contiguous durable watermark of a run of segments:
+// walking the sealed segments in id order, it advances over each segment that
+// is durable in the bucket and stops at the first that is not, at the first
+// unsealed (active) segment, and at a hole in the ids. throughSeq is the last
+// event sequence of the last segment it passed, throughSegment that
+// segment's id; (0, 0) when the first segment already stops it.
+//
+// It is never a maximum over the durable segments: a durable segment beyond
+// one that exists only locally does not make the events of the local one
+// safe to delete anywhere.
+//
+// The segments are taken as given, above the local reclaim base; the result
+// says nothing about what lies below the first one. A caller that knows the
+// range below is covered (for example by the bucket's reclaim watermark) may
+// take the maximum of the two. durable must not be nil.
+func Contiguous(segs []localseg.SegmentInfo, durable func(id uint64) bool) (throughSeq, throughSegment uint64) {
+	sorted := segs
+	if !slices.IsSortedFunc(segs, func(a, b localseg.SegmentInfo) int { return cmpID(a.ID, b.ID) }) {
+		sorted = slices.SortedFunc(slices.Values(segs), func(a, b localseg.SegmentInfo) int { return cmpID(a.ID, b.ID) })
+	}
+	for i, s := range sorted {
+		if !s.Sealed || !durable(s.ID) {
+			break
+		}
+		if i > 0 && s.ID != sorted[i-1].ID+1 {
+			break
+		}
+		throughSeq, throughSegment = s.LastSeq, s.ID
+	}
+	return throughSeq, throughSegment
+}
+
+func cmpID(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
