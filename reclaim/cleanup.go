@@ -1,0 +1,66 @@
+package reclaim
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/bucketlog/bucketlog/blobtier"
+)
+
+// CleanupResult reports one tail cleanup pass of a shard. The fields map to
+// the metrics tail_objects_reclaimed_total, tail_reclaim_bytes_total,
+// tail_reclaim_failed_total, the gauge tail_objects_retained and
+// tail_objects_unparsed.
+type CleanupResult struct {
+	Reclaimed int   `json:"reclaimed"`
+	Bytes     int64 `json:"bytes"` // sizes from the listing, taken before the delete
+	Failed    int   `json:"failed"`
+	// Retained counts the shard's tail objects still in the bucket after the
+	// pass: those above the watermark and those whose delete failed. It is
+	// reported as a gauge on purpose: a cleanup that deletes nothing and
+	// one with nothing to delete both leave Reclaimed flat, while Retained
+	// rising says seals or uploads have stalled.
+	Retained int `json:"retained"`
+	// Unparsed counts keys under the tail key space that do not parse (or
+	// name another shard); they are never deleted.
+	Unparsed int      `json:"unparsed"`
+	Errors   []string `json:"errors,omitempty"`
+}
+
+// CleanupTail deletes the shard's tail objects that a durable segment
+// already covers: those whose last sequence is at or below
+// contiguousDurableSeq, which the caller computes with watermark.Contiguous
+// (never a maximum over the durable segments). Keys it does not understand
+// are kept and counted. A failed delete is counted, the object counts as
+// retained, and the next pass tries again; only a failed listing returns an
+// error (with the counts so far).
+//
+// It takes no store and holds no lock: the listing, the sizing and the
+// deletes all run outside whatever lock appends take.
+func CleanupTail(ctx context.Context, b Deleter, shard uint32, contiguousDurableSeq uint64) (CleanupResult, error) {
+	var res CleanupResult
+	for info, err := range b.List(ctx, shard, blobtier.KindTail) {
+		if err != nil {
+			return res, fmt.Errorf("list tail objects of shard %d: %w", shard, err)
+		}
+		if !understood(info, shard, blobtier.KindTail) {
+			res.Unparsed++
+			continue
+		}
+		if info.Parsed.LastSeq > contiguousDurableSeq {
+			res.Retained++
+			continue
+		}
+		if err := b.Delete(ctx, info.Key); err != nil {
+			res.Failed++
+			res.Retained++
+			if len(res.Errors) < maxReportedErrors {
+				res.Errors = append(res.Errors, fmt.Sprintf("delete %s: %v", info.Key, err))
+			}
+			continue
+		}
+		res.Reclaimed++
+		res.Bytes += info.Size
+	}
+	return res, nil
+}
