@@ -149,4 +149,3 @@ func faultRun(t *testing.T, kinds []faultfs.OpKind, ferr error, errno syscall.Er
 	}
 	return op, true
 }
-
