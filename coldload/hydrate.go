@@ -1,0 +1,446 @@
+package coldload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/bucketlog/bucketlog/blobtier"
+	"github.com/bucketlog/bucketlog/localseg"
+	"github.com/bucketlog/bucketlog/tailbatch"
+)
+
+// Defaults of Options.
+const (
+	DefaultConcurrency = 8
+	DefaultMaxAttempts = 3
+)
+
+// Options configure Hydrate. The zero value works.
+type Options struct {
+	// Concurrency bounds the objects read at once (default 8). Memory is
+	// about Concurrency × the largest object (segments are < 16 MiB).
+	Concurrency int
+	// AllowPartial keeps the contiguous prefix when the bucket's history has
+	// a hole (and extends it with the tail objects that continue it), and
+	// accepts a restore short of the cursor object's shipped_through. The
+	// report lists the holes. Corrupt objects and conflicts still fail.
+	AllowPartial bool
+	// AllowEmpty accepts a bucket holding nothing for the shard: the result
+	// is an empty store. Without it that is ErrEmpty.
+	AllowEmpty bool
+	// Store configures the store Hydrate opens to append recovered frames;
+	// its FS (default localseg.OSFS) is used for every file operation.
+	// ReadOnly is ignored.
+	Store localseg.Options
+	// Progress, when set, is called after every object read (never
+	// concurrently).
+	Progress func(Progress)
+	// MaxAttempts bounds how often a restore starts over when the bucket
+	// changed under it (a live owner sealed, reclaimed or cleaned up while
+	// it read): default 3. A hole that is still there when nothing changed
+	// is reported at once.
+	MaxAttempts int
+	Logger      *slog.Logger
+	Now         func() time.Time
+}
+
+func (o Options) withDefaults() Options {
+	if o.Concurrency <= 0 {
+		o.Concurrency = DefaultConcurrency
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = DefaultMaxAttempts
+	}
+	if o.Store.FS == nil {
+		o.Store.FS = localseg.OSFS{}
+	}
+	o.Store.ReadOnly = false
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// ClampedCursor is a consumer cursor of the cursor object that pointed past
+// the restored tip and was lowered to it.
+type ClampedCursor struct {
+	Consumer  string `json:"consumer"`
+	Cursor    uint64 `json:"cursor"`
+	ClampedTo uint64 `json:"clamped_to"`
+}
+
+// Report says what a Hydrate did. Field names in JSON are the restore
+// command's output.
+type Report struct {
+	Shard uint32 `json:"shard"`
+	Dir   string `json:"dir"`
+	// Objects and Bytes count every object read (watermark, cursor,
+	// segments, tail objects).
+	Objects int     `json:"objects"`
+	Bytes   int64   `json:"bytes"`
+	Seconds float64 `json:"seconds"`
+	// Base and BaseSegment are the bucket's reclaim watermark: the store's
+	// reclaim.json.
+	Base        uint64 `json:"base"`
+	BaseSegment uint64 `json:"base_segment"`
+	// FirstSeq..LastSeq are the events the store holds (0..0 when none).
+	FirstSeq uint64 `json:"first_sequence"`
+	LastSeq  uint64 `json:"last_sequence"`
+	// Segments are the segment files written; SegmentBytes their size.
+	Segments     int   `json:"segments"`
+	SegmentBytes int64 `json:"segment_bytes"`
+	// OrphanSegments and TailBelowWatermark count objects at or below the
+	// watermark, which a cold load skips (a reclaim's deletes still to come).
+	OrphanSegments     int `json:"orphan_segments"`
+	TailBelowWatermark int `json:"tail_objects_below_watermark"`
+	// TailObjects contributed events; TailSuperseded held only events
+	// already recovered (from a segment or a wider tail object);
+	// TailRecords counts the events recovered from tail objects.
+	TailObjects    int `json:"tail_objects"`
+	TailSuperseded int `json:"tail_objects_superseded"`
+	TailRecords    int `json:"tail_records"`
+	// Unparsed lists keys in the shard's key space that were not understood
+	// and therefore never read.
+	Unparsed []string `json:"unparsed_keys"`
+	// NextSegment is the id of the store's empty active segment: above every
+	// segment id the bucket has seen.
+	NextSegment    uint64          `json:"next_segment"`
+	ShippedThrough uint64          `json:"shipped_through"`
+	Consumers      int             `json:"consumers"`
+	ClampedCursors []ClampedCursor `json:"clamped_cursors"`
+	// Gaps lists the holes AllowPartial stepped over (or, with AllowPartial,
+	// the shortfall below shipped_through is in Short).
+	Gaps     []*GapError `json:"gaps"`
+	Short    *ShortError `json:"short,omitempty"`
+	Empty    bool        `json:"empty"`
+	Attempts int         `json:"attempts"`
+}
+
+// Hydrate rebuilds shard's local store in dir from the bucket alone (SPEC
+// §7): it refuses a dir that is not empty (or is named for another shard),
+// builds the store in a sibling temporary directory, and renames it into
+// place only when it is complete. See the package documentation for the
+// order of the steps and what is verified where.
+func Hydrate(ctx context.Context, b Reader, shard uint32, dir string, opts Options) (Report, error) {
+	opts = opts.withDefaults()
+	start := opts.Now()
+	rep := Report{Shard: shard, Dir: dir}
+	if dir == "" {
+		return rep, errors.New("coldload: no target directory")
+	}
+	dir = filepath.Clean(dir)
+	if n, ok := shardOfDir(filepath.Base(dir)); ok && n != uint64(shard) {
+		return rep, fmt.Errorf("%w: %s is named for shard %d, not %d", ErrWrongShard, dir, n, shard)
+	}
+	fsys := opts.Store.FS
+	parent, base := filepath.Dir(dir), filepath.Base(dir)
+	if err := fsys.MkdirAll(parent, 0o755); err != nil {
+		return rep, fmt.Errorf("coldload: create %s: %w", parent, err)
+	}
+	// The lock makes two restores of one directory take turns, so the
+	// emptiness check below and the leftover cleanup cannot race.
+	lock, err := fsys.Lock(filepath.Join(parent, "."+base+".hydrate.lock"))
+	if err != nil {
+		return rep, fmt.Errorf("coldload: restore of %s: %w", dir, err)
+	}
+	defer lock.Close()
+	existed, err := checkEmpty(fsys, dir)
+	if err != nil {
+		return rep, err
+	}
+
+	tmp := filepath.Join(parent, "."+base+".hydrating")
+	for attempt := 1; ; attempt++ {
+		// A leftover is a restore that crashed or failed: its contents are
+		// never trusted, only removed.
+		if err := removeAll(fsys, tmp); err != nil {
+			return rep, fmt.Errorf("coldload: remove leftover %s: %w", tmp, err)
+		}
+		if err := fsys.MkdirAll(tmp, 0o755); err != nil {
+			return rep, fmt.Errorf("coldload: create %s: %w", tmp, err)
+		}
+		var p *plan
+		rep, p, err = hydrateInto(ctx, b, shard, tmp, opts)
+		rep.Dir, rep.Attempts = dir, attempt
+		rep.Seconds = opts.Now().Sub(start).Seconds()
+		if err == nil {
+			break
+		}
+		if attempt < opts.MaxAttempts && p != nil && retriable(err) && ctx.Err() == nil {
+			if q, qerr := makePlan(ctx, b, shard); qerr == nil && !p.same(q) {
+				opts.Logger.Info("coldload: the bucket changed during the restore; starting over",
+					"shard", shard, "attempt", attempt, "err", err)
+				continue
+			}
+		}
+		if rerr := removeAll(fsys, tmp); rerr != nil {
+			opts.Logger.Warn("coldload: cannot remove the unfinished restore", "dir", tmp, "err", rerr)
+		}
+		return rep, err
+	}
+
+	// Publish: the complete store takes the target's name in one rename.
+	if existed {
+		if err := fsys.Remove(dir); err != nil {
+			return rep, fmt.Errorf("coldload: replace empty %s: %w", dir, err)
+		}
+	}
+	if err := fsys.Rename(tmp, dir); err != nil {
+		return rep, fmt.Errorf("coldload: rename %s to %s: %w", tmp, dir, err)
+	}
+	if err := fsys.SyncDir(parent); err != nil {
+		return rep, fmt.Errorf("coldload: sync %s: %w", parent, err)
+	}
+	rep.Seconds = opts.Now().Sub(start).Seconds()
+	return rep, nil
+}
+
+// retriable reports errors that a live owner can cause by changing the
+// bucket during the read: an object listed and then deleted, a hole where
+// a reclaim or a seal moved things, a shortfall after a cleanup.
+func retriable(err error) bool {
+	return errors.Is(err, blobtier.ErrNotFound) || errors.Is(err, ErrGap) || errors.Is(err, ErrShort)
+}
+
+// hydrateInto runs one attempt into the empty directory tmp.
+func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts Options) (Report, *plan, error) {
+	rep := Report{Shard: shard}
+	p, err := makePlan(ctx, b, shard)
+	if err != nil {
+		return rep, nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	h := &run{r: b, p: p, fsys: opts.Store.FS, dir: tmp, conc: opts.Concurrency,
+		prog: &progress{fn: opts.Progress}, seen: make([]atomic.Bool, len(p.tails)), cancel: cancel}
+	defer func() {
+		rep.Objects += int(h.reads.Load())
+		rep.Bytes += h.readBytes.Load()
+	}()
+	if p.hasMark {
+		rep.Objects++
+	}
+	if p.hasCursor {
+		rep.Objects++
+	}
+	rep.Base, rep.BaseSegment = p.mark.Seq, p.mark.Segment
+	rep.OrphanSegments, rep.TailBelowWatermark = p.orphanSegs, p.orphanTails
+	rep.Unparsed = p.unparsed
+	rep.ShippedThrough = p.cursor.ShippedThrough
+	rep.NextSegment = p.nextSegment()
+	if p.empty() {
+		rep.Empty = true
+		if !opts.AllowEmpty {
+			msg := "no watermark, cursor, segment or tail object"
+			if len(p.unparsed) > 0 {
+				msg += fmt.Sprintf(" (%d keys that do not parse, e.g. %s)", len(p.unparsed), p.unparsed[0])
+			}
+			return rep, p, fmt.Errorf("%w: shard %d: %s (wrong bucket or prefix?)", ErrEmpty, shard, msg)
+		}
+	}
+	fsys := opts.Store.FS
+
+	// The watermark goes first, so the store's base offset holds and its
+	// segment ids start above every reclaimed one.
+	if p.hasMark && (p.mark.Seq > 0 || p.mark.Segment > 0) {
+		m := localseg.ReclaimManifest{ReclaimedThroughSeq: p.mark.Seq, ReclaimedThroughSegment: p.mark.Segment}
+		if err := localseg.WriteReclaimManifest(fsys, tmp, m); err != nil {
+			return rep, p, fmt.Errorf("coldload: write reclaim.json: %w", err)
+		}
+	}
+
+	// Segments: read in parallel, verified, written as they arrive.
+	items := h.segmentItems()
+	var total int64
+	for _, it := range items {
+		total += it.size
+	}
+	for _, t := range p.tails {
+		total += t.size
+	}
+	h.prog.setTotal(len(items)+len(p.tails), total)
+	h.fetchSegments(ctx, items)
+	if err := h.firstFatal(); err != nil {
+		return rep, p, err
+	}
+	pre, err := h.walkPrefix(ctx, items)
+	if err != nil {
+		return rep, p, err
+	}
+	if pre.gap != nil {
+		if !opts.AllowPartial {
+			return rep, p, pre.gap
+		}
+		rep.Gaps = append(rep.Gaps, pre.gap)
+	}
+	for _, it := range items[pre.n:] {
+		if it.written {
+			if err := fsys.Remove(filepath.Join(tmp, localseg.SegmentFileName(it.id))); err != nil {
+				return rep, p, fmt.Errorf("coldload: remove segment %d beyond the gap: %w", it.id, err)
+			}
+		}
+	}
+	for _, it := range items[:pre.n] {
+		rep.Segments++
+		rep.SegmentBytes += it.size
+	}
+	// The empty next segment makes every downloaded segment sealed: the
+	// store appends (now and later) into an id the bucket has never held.
+	if err := localseg.WriteSegmentFile(fsys, tmp, rep.NextSegment, nil); err != nil {
+		return rep, p, fmt.Errorf("coldload: create segment %d: %w", rep.NextSegment, err)
+	}
+	if err := fsys.SyncDir(tmp); err != nil {
+		return rep, p, fmt.Errorf("coldload: sync %s: %w", tmp, err)
+	}
+
+	// Tail objects and the cursor go through the store's ordinary durable
+	// append path.
+	sopts := opts.Store
+	sopts.ReadOnly = false
+	st, err := localseg.Open(tmp, sopts)
+	if err != nil {
+		return rep, p, fmt.Errorf("coldload: open the restored store: %w", err)
+	}
+	defer func() {
+		if st != nil {
+			st.Close()
+		}
+	}()
+	if got := st.Tip(); got != pre.lastSeq {
+		return rep, p, fmt.Errorf("coldload: the restored segments end at sequence %d, the store says %d", pre.lastSeq, got)
+	}
+	tr, err := h.tailPhase(ctx, pre.lastSeq, opts.AllowPartial, st.AppendRecovered)
+	rep.TailObjects, rep.TailSuperseded, rep.TailRecords = tr.used, tr.superseded, tr.records
+	rep.Gaps = append(rep.Gaps, tr.gaps...)
+	if err != nil {
+		return rep, p, err
+	}
+	tip := st.Tip()
+	if tip != tr.cursor {
+		return rep, p, fmt.Errorf("coldload: recovered through sequence %d, the store says %d", tr.cursor, tip)
+	}
+	clamped, n, err := applyCursor(st, p.cursor, tip)
+	rep.ClampedCursors, rep.Consumers = clamped, n
+	if err != nil {
+		return rep, p, err
+	}
+	if tip > p.mark.Seq {
+		rep.FirstSeq, rep.LastSeq = p.mark.Seq+1, tip
+	}
+	if p.cursor.ShippedThrough > tip {
+		short := &ShortError{Shard: shard, Reached: tip, ShippedThrough: p.cursor.ShippedThrough}
+		if !opts.AllowPartial {
+			return rep, p, short
+		}
+		rep.Short = short
+	}
+	err = st.Close()
+	st = nil
+	if err != nil {
+		return rep, p, fmt.Errorf("coldload: close the restored store: %w", err)
+	}
+	return rep, p, nil
+}
+
+// applyCursor creates the cursor object's consumers in the store and acks
+// each to its cursor, clamped to the recovered tip (and reported when
+// clamped). A cursor never moves backward: a consumer the restored frames
+// already carry further keeps its position. An empty store gets no
+// consumer (a pull of an empty store creates none either).
+func applyCursor(st *localseg.Store, c tailbatch.Cursor, tip uint64) ([]ClampedCursor, int, error) {
+	if len(c.Consumers) == 0 || tip == 0 {
+		return nil, 0, nil
+	}
+	snap, err := st.Snapshot()
+	if err != nil {
+		return nil, 0, fmt.Errorf("coldload: snapshot: %w", err)
+	}
+	var clamped []ClampedCursor
+	var frames []localseg.Frame
+	for _, name := range slices.Sorted(maps.Keys(c.Consumers)) {
+		seq := c.Consumers[name]
+		if seq > tip {
+			clamped = append(clamped, ClampedCursor{Consumer: name, Cursor: seq, ClampedTo: tip})
+			seq = tip
+		}
+		have, live := snap.Consumers[name]
+		if !live {
+			frames = append(frames, localseg.Frame{Kind: localseg.KindConsumerCreate, Consumer: name})
+		}
+		if seq > 0 && seq > have {
+			frames = append(frames, localseg.Frame{Kind: localseg.KindAck, Consumer: name, Seq: seq})
+		}
+	}
+	if len(frames) > 0 {
+		if err := st.AppendRecovered(frames); err != nil {
+			return clamped, 0, fmt.Errorf("coldload: apply the cursor object: %w", err)
+		}
+	}
+	return clamped, len(c.Consumers), nil
+}
+
+// shardOfDir parses a shard directory name (shard-NNNN).
+func shardOfDir(base string) (uint64, bool) {
+	digits, ok := strings.CutPrefix(base, "shard-")
+	if !ok || digits == "" || strings.TrimLeft(digits, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(digits, 10, 32)
+	return n, err == nil
+}
+
+// checkEmpty refuses a target that holds anything; existed reports an
+// empty directory already there.
+func checkEmpty(fsys localseg.FS, dir string) (existed bool, err error) {
+	names, err := fsys.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("coldload: read %s: %w", dir, err)
+	}
+	if len(names) > 0 {
+		return true, fmt.Errorf("%w: %s holds %d entries (%s …)", ErrNotEmpty, dir, len(names), names[0])
+	}
+	return true, nil
+}
+
+// removeAll removes path and everything under it through fsys (which has
+// no RemoveAll of its own). A missing path is success.
+func removeAll(fsys localseg.FS, path string) error {
+	fi, err := fsys.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		names, err := fsys.ReadDir(path)
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			if err := removeAll(fsys, filepath.Join(path, n)); err != nil {
+				return err
+			}
+		}
+	}
+	if err := fsys.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}

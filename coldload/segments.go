@@ -1,0 +1,265 @@
+package coldload
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/bucketlog/bucketlog/localseg"
+)
+
+// segItem is one segment object to read, and what reading it found.
+type segItem struct {
+	segObj
+	// probe: the first segment after a hole in the ids. It is read only to
+	// name the missing sequence range, never written.
+	probe bool
+
+	done    bool // read (or failed); guarded by the checker's mutex after start
+	sum     localseg.SegmentSummary
+	err     error
+	written bool
+}
+
+// segmentItems chooses what the segment phase reads. Hydrate reads the run
+// of contiguous ids above the watermark plus the first segment after a hole
+// (the probe): anything further cannot be part of the restored prefix.
+// Verify reads every segment.
+func (h *run) segmentItems() []*segItem {
+	items := make([]*segItem, 0, len(h.p.segs))
+	want := h.p.mark.Segment + 1
+	for _, s := range h.p.segs {
+		it := &segItem{segObj: s}
+		items = append(items, it)
+		if !h.collect && s.id != want {
+			it.probe = true
+			break
+		}
+		want = s.id + 1
+	}
+	return items
+}
+
+// fetchSegments reads, verifies and (in Hydrate) writes the items with at
+// most h.conc objects in flight: each worker holds one object, writes its
+// file as soon as it is verified (files are independent, and the store
+// sees none of them until the directory is complete) and lets it go, so
+// memory stays within the concurrency window however long the log is.
+// Continuity across segments is checked from each segment's summary.
+//
+// In Hydrate the first problem in id order ends the phase early: a failed
+// read or a sequence jump before item k stops the workers from starting
+// items after k (what precedes k still matters, what follows cannot).
+func (h *run) fetchSegments(ctx context.Context, items []*segItem) {
+	chk := &orderChecker{items: items, expectID: h.p.mark.Segment + 1, expectSeq: h.p.mark.Seq + 1}
+	chk.stop.Store(int64(len(items)))
+	g := new(errgroup.Group)
+	g.SetLimit(h.conc)
+	for i, it := range items {
+		if ctx.Err() != nil || (!h.collect && int64(i) > chk.stop.Load()) {
+			break
+		}
+		g.Go(func() error {
+			if ctx.Err() != nil || (!h.collect && int64(i) > chk.stop.Load()) {
+				return nil
+			}
+			h.fetchSegment(ctx, it)
+			if !h.collect {
+				chk.finished(i)
+			} else {
+				chk.mu.Lock()
+				it.done = true
+				chk.mu.Unlock()
+			}
+			return nil
+		})
+	}
+	_ = g.Wait() // workers record their errors in their items
+}
+
+// fetchSegment reads one segment object (blobtier checks length and
+// digest), verifies every frame (localseg.VerifySegment: magic, length, CRC,
+// JSON, consecutive sequences), checks any tail objects that overlap it, and
+// writes the file.
+func (h *run) fetchSegment(ctx context.Context, it *segItem) {
+	data, _, err := h.r.Get(ctx, it.key)
+	if err != nil {
+		it.err = &ObjectError{Key: it.key, Err: err}
+		return
+	}
+	h.read(len(data), -1)
+	sum, err := localseg.VerifySegment(it.id, data, 0)
+	if err != nil {
+		it.err = &ObjectError{Key: it.key, Err: err}
+		return
+	}
+	if sum.Frames == 0 {
+		// A segment seals only when it holds a frame; an empty object is a
+		// truncation that happened to verify.
+		it.err = &ObjectError{Key: it.key, Err: corruptf("segment object holds no frame")}
+		return
+	}
+	it.sum = sum
+	if sum.Events > 0 {
+		h.compareTails(ctx, it, data)
+	}
+	if h.dir == "" || it.probe {
+		return
+	}
+	if err := localseg.WriteSegmentFile(h.fsys, h.dir, it.id, data); err != nil {
+		it.err = fmt.Errorf("coldload: write segment %d: %w", it.id, err)
+		return
+	}
+	it.written = true
+}
+
+// compareTails checks every tail object overlapping the segment's sequences
+// against the segment's frames, byte for byte, while the segment is in
+// memory: an event present in both must be the same frame. A difference is
+// two writers (a conflict naming both keys). Such tail objects are then
+// superseded: the tail phase reads only what lies beyond the segments.
+func (h *run) compareTails(ctx context.Context, it *segItem, data []byte) {
+	lo := max(it.sum.FirstSeq, h.p.mark.Seq+1)
+	hi := it.sum.LastSeq
+	if lo > hi {
+		return
+	}
+	overlapping := h.p.tailsOverlapping(lo, hi)
+	if len(overlapping) == 0 {
+		return
+	}
+	idx, err := eventIndex(data, it.sum.FirstSeq, it.sum.Events)
+	if err != nil {
+		h.fail(&ObjectError{Key: it.key, Err: err})
+		return
+	}
+	for _, i := range overlapping {
+		if ctx.Err() != nil {
+			return
+		}
+		t := h.p.tails[i]
+		tdata, _, err := h.r.Get(ctx, t.key)
+		if err != nil {
+			h.fail(&ObjectError{Key: t.key, Err: err})
+			continue
+		}
+		h.read(len(tdata), i)
+		frames, err := decodeTail(t, tdata)
+		if err != nil {
+			h.fail(err)
+			continue
+		}
+		for _, d := range frames {
+			if d.f.Kind != localseg.KindEvent || d.f.Seq < lo || d.f.Seq > hi {
+				continue
+			}
+			r := idx[d.f.Seq-it.sum.FirstSeq]
+			if !bytes.Equal(data[r[0]:r[1]], d.raw) {
+				h.fail(&ConflictError{Seq: d.f.Seq, Key: it.key, OtherKey: t.key})
+				break
+			}
+		}
+	}
+}
+
+// orderChecker follows the items in id order as they finish and lowers stop
+// to the first item that cannot extend the contiguous prefix.
+type orderChecker struct {
+	mu        sync.Mutex
+	items     []*segItem
+	next      int
+	expectID  uint64
+	expectSeq uint64
+	stop      atomic.Int64
+}
+
+func (c *orderChecker) finished(i int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.items[i].done = true
+	for c.next < len(c.items) && c.items[c.next].done {
+		it := c.items[c.next]
+		bad := it.err != nil || it.id != c.expectID ||
+			(it.sum.Events > 0 && it.sum.FirstSeq != c.expectSeq)
+		if bad {
+			c.lower(int64(c.next))
+			return
+		}
+		if it.sum.Events > 0 {
+			c.expectSeq = it.sum.LastSeq + 1
+		}
+		c.expectID++
+		c.next++
+	}
+}
+
+func (c *orderChecker) lower(k int64) {
+	for {
+		cur := c.stop.Load()
+		if k >= cur || c.stop.CompareAndSwap(cur, k) {
+			return
+		}
+	}
+}
+
+// prefixResult is what the hydrate walk over the segment items found.
+type prefixResult struct {
+	n       int    // items[:n] form the contiguous prefix
+	lastSeq uint64 // last event sequence of the prefix (the watermark's when none)
+	gap     *GapError
+}
+
+// walkPrefix walks the items in id order and returns the contiguous prefix:
+// ids consecutive from the watermark segment + 1, sequences consecutive
+// from the watermark sequence + 1. It stops at the first hole (returned as
+// a gap) and returns the first read or verification error before it.
+func (h *run) walkPrefix(ctx context.Context, items []*segItem) (prefixResult, error) {
+	expectID, expectSeq := h.p.mark.Segment+1, h.p.mark.Seq+1
+	prevKey := ""
+	for i, it := range items {
+		if it.id != expectID {
+			g := &GapError{Shard: h.p.shard, FromSegment: expectID, ToSegment: it.id - 1,
+				FromSeq: expectSeq, After: prevKey, Before: it.key}
+			if it.done && it.err == nil && it.sum.Events > 0 {
+				g.ToSeq = it.sum.FirstSeq - 1
+			}
+			h.markCovered(g)
+			return prefixResult{n: i, lastSeq: expectSeq - 1, gap: g}, nil
+		}
+		if !it.done {
+			if err := ctx.Err(); err != nil {
+				return prefixResult{}, err
+			}
+			return prefixResult{}, fmt.Errorf("coldload: segment %s was not read", it.key)
+		}
+		if it.err != nil {
+			return prefixResult{}, it.err
+		}
+		if it.sum.Events > 0 {
+			if it.sum.FirstSeq < expectSeq {
+				return prefixResult{}, &ObjectError{Key: it.key, Err: corruptf(
+					"segment starts at sequence %d, but sequences through %d precede it", it.sum.FirstSeq, expectSeq-1)}
+			}
+			if it.sum.FirstSeq > expectSeq {
+				g := &GapError{Shard: h.p.shard, FromSeq: expectSeq, ToSeq: it.sum.FirstSeq - 1, After: prevKey, Before: it.key}
+				h.markCovered(g)
+				return prefixResult{n: i, lastSeq: expectSeq - 1, gap: g}, nil
+			}
+			expectSeq = it.sum.LastSeq + 1
+		}
+		expectID++
+		prevKey = it.key
+	}
+	return prefixResult{n: len(items), lastSeq: expectSeq - 1}, nil
+}
+
+// markCovered notes in a gap whether tail objects cover its sequences.
+func (h *run) markCovered(g *GapError) {
+	if g.ToSeq >= g.FromSeq && g.ToSeq != 0 {
+		g.CoveredByTail = h.p.tailCoverage(g.FromSeq) >= g.ToSeq
+	}
+}
