@@ -103,11 +103,35 @@ type Swapper interface {
 	CanCAS() bool
 }
 
+// ReadAttempts bounds the reads of one Read whose bytes fail verification.
+const ReadAttempts = 8
+
 // Read returns the shard's watermark and its version token. An absent
 // object is the zero Mark with version "" (nothing reclaimed yet).
+//
+// A read whose bytes fail the bucket's verification is tried again, up to
+// ReadAttempts times with a short random pause: on S3 and GCS the metadata
+// and the bytes come from two requests, so a read racing a replacement can
+// pair the new bytes with the old digest (seen with 16 concurrent writers
+// on both emulators). Corruption at rest fails every attempt and is
+// returned (blobtier.ErrCorrupt); a body that verifies but does not decode
+// is never retried (ErrMalformed).
 func Read(ctx context.Context, b Reader, shard uint32) (Mark, blobtier.Version, error) {
 	key := blobtier.WatermarkKey(shard)
-	data, ver, err := b.GetVersioned(ctx, key)
+	var (
+		data []byte
+		ver  blobtier.Version
+		err  error
+	)
+	for attempt := 0; attempt < ReadAttempts; attempt++ {
+		data, ver, err = b.GetVersioned(ctx, key)
+		if !errors.Is(err, blobtier.ErrCorrupt) || attempt == ReadAttempts-1 {
+			break
+		}
+		if perr := pause(ctx, attempt); perr != nil {
+			return Mark{}, "", fmt.Errorf("read watermark %s: %w (after %w)", key, perr, err)
+		}
+	}
 	if errors.Is(err, blobtier.ErrNotFound) {
 		return Mark{}, "", nil
 	}

@@ -113,11 +113,18 @@ type fakeCAS struct {
 	failNext int
 	writes   int
 	getErr   error
+	gets     int
+	tornLeft int // reads that fail verification before one succeeds
 }
 
 func (f *fakeCAS) GetVersioned(_ context.Context, key string) ([]byte, blobtier.Version, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.gets++
+	if f.tornLeft > 0 {
+		f.tornLeft--
+		return nil, "", fmt.Errorf("get %s: %w: xxh64 mismatch", key, blobtier.ErrCorrupt)
+	}
 	if f.getErr != nil {
 		return nil, "", f.getErr
 	}
@@ -169,6 +176,28 @@ func TestReadMalformedIsCorrupt(t *testing.T) {
 	// backward.
 	if _, err := watermark.Advance(context.Background(), b, 3, 10, 2); !errors.Is(err, blobtier.ErrCorrupt) {
 		t.Fatalf("Advance over a malformed mark: %v", err)
+	}
+}
+
+// TestReadRetriesAReadThatRacedAWrite: a read pairing new bytes with old
+// metadata fails verification once or twice and then succeeds; corruption
+// at rest fails every attempt and is reported as corruption.
+func TestReadRetriesAReadThatRacedAWrite(t *testing.T) {
+	ctx := context.Background()
+	b := &fakeCAS{cas: true, data: []byte(`{"seq":9,"segment":2,"v":4}`), gen: 4, tornLeft: 2}
+	m, v, err := watermark.Read(ctx, b, 1)
+	if err != nil || m != (watermark.Mark{Seq: 9, Segment: 2, V: 4}) || v != "4" || b.gets != 3 {
+		t.Fatalf("Read = %+v %q %v after %d gets", m, v, err, b.gets)
+	}
+	b = &fakeCAS{cas: true, getErr: fmt.Errorf("get: %w: bit rot", blobtier.ErrCorrupt)}
+	_, _, err = watermark.Read(ctx, b, 1)
+	if !errors.Is(err, blobtier.ErrCorrupt) || b.gets != watermark.ReadAttempts {
+		t.Fatalf("Read of a corrupt mark = %v after %d gets; want ErrCorrupt after %d", err, b.gets, watermark.ReadAttempts)
+	}
+	// A body that verifies but does not decode is not read again.
+	b = &fakeCAS{cas: true, data: []byte(`{"seq":9}`), gen: 1}
+	if _, _, err = watermark.Read(ctx, b, 1); !errors.Is(err, watermark.ErrMalformed) || b.gets != 1 {
+		t.Fatalf("Read of a malformed mark = %v after %d gets", err, b.gets)
 	}
 }
 
