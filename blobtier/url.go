@@ -1,0 +1,227 @@
+package blobtier
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+
+	"gocloud.dev/blob"
+	_ "gocloud.dev/blob/fileblob" // registers file://
+	_ "gocloud.dev/blob/gcsblob"  // registers gs://
+	"gocloud.dev/blob/memblob"    // registers mem://; named mem buckets below
+	_ "gocloud.dev/blob/s3blob"   // registers s3://
+
+	"github.com/bucketlog/bucketlog/blobtier/internal/blobdriver"
+)
+
+// Query parameters of s3:// URLs that blobtier fills in when the URL names
+// an endpoint (an S3-compatible server) and leaves them unset. Since
+// aws-sdk-go-v2's 2025 default of "when_supported", uploads carry CRC
+// checksum trailers that many S3-compatible servers refuse or mis-store;
+// "when_required" sends what those servers expect. These are the spellings
+// gocloud.dev/aws.V2ConfigFromURLParams reads.
+const (
+	paramRequestChecksum  = "request_checksum_calculation"
+	paramResponseChecksum = "response_checksum_validation"
+	checksumWhenRequired  = "when_required"
+)
+
+// OpenError is the error of Open: URL is the URL with its secrets redacted,
+// and the message never repeats a secret the URL carried. Err is the cause
+// as the opener returned it (its own message may quote the URL verbatim, so
+// print the OpenError, not Err).
+type OpenError struct {
+	URL string
+	Err error
+	msg string
+}
+
+func (e *OpenError) Error() string {
+	return "blobtier: open bucket " + e.URL + ": " + e.msg
+}
+
+func (e *OpenError) Unwrap() error { return e.Err }
+
+func openError(raw string, err error) *OpenError {
+	msg := err.Error()
+	for _, s := range secretsOf(raw) {
+		msg = strings.ReplaceAll(msg, s, redacted)
+	}
+	return &OpenError{URL: Redact(raw), Err: err, msg: msg}
+}
+
+// Open opens a bucket URL through gocloud's URL openers and wraps it with
+// New. Supported schemes:
+//
+//   - s3://BUCKET?region=R[&endpoint=http://HOST:PORT&use_path_style=true]:
+//     credentials come from the AWS default chain (environment, shared
+//     files, instance roles); anonymous=true sends unsigned requests. With
+//     endpoint set, request_checksum_calculation and
+//     response_checksum_validation default to when_required.
+//   - gs://BUCKET: Application Default Credentials; with
+//     STORAGE_EMULATOR_HOST=HOST:PORT in the environment (no scheme), the
+//     client talks plain HTTP to that emulator without credentials.
+//   - mem:// is a new empty in-memory bucket per Open; mem://NAME is an
+//     in-memory bucket shared by every Open of that name in this process
+//     (so a test can reopen it, as a restarted process reopens S3).
+//   - file:///DIR is for development only: gocloud's fileblob is not atomic
+//     for create-if-absent (two racing writers can both "win") and never
+//     fsyncs, so neither write-once nor durability holds on it.
+//
+// Every scheme accepts prefix=P (all keys live under P; gocloud's
+// PrefixedBucket). Open does not contact the bucket: an unreachable or
+// missing bucket shows on the first request. A URL that cannot be opened is
+// an *OpenError naming the URL with its secrets redacted.
+func Open(ctx context.Context, rawURL string, opts Options) (Bucket, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, &OpenError{URL: Redact(rawURL), Err: err, msg: "not a URL"}
+	}
+	q := u.Query()
+	if q.Has("key") {
+		return nil, openError(rawURL, fmt.Errorf("the key= parameter (a single-key bucket) is not supported: blobtier needs the whole bucket"))
+	}
+	switch u.Scheme {
+	case "s3":
+		if q.Get("endpoint") != "" {
+			for _, p := range []string{paramRequestChecksum, paramResponseChecksum} {
+				if !q.Has(p) {
+					q.Set(p, checksumWhenRequired)
+				}
+			}
+			u.RawQuery = q.Encode()
+		}
+	case "mem":
+		if u.Host != "" || u.Path != "" {
+			return openNamedMem(rawURL, u, opts)
+		}
+	case "gs", "file":
+	case "":
+		return nil, openError(rawURL, fmt.Errorf("no scheme (want s3://, gs://, mem:// or file://)"))
+	default:
+		return nil, openError(rawURL, fmt.Errorf("unsupported scheme %q (want s3://, gs://, mem:// or file://)", u.Scheme))
+	}
+	b, err := blob.DefaultURLMux().OpenBucketURL(ctx, u)
+	if err != nil {
+		return nil, openError(rawURL, err)
+	}
+	return New(b, opts), nil
+}
+
+// named mem:// buckets live as long as the process.
+var (
+	memMu    sync.Mutex
+	memNamed = map[string]*blob.Bucket{}
+)
+
+func openNamedMem(raw string, u *url.URL, opts Options) (Bucket, error) {
+	q := u.Query()
+	for p := range q {
+		if p != "prefix" {
+			return nil, openError(raw, fmt.Errorf("unknown query parameter %q for mem://NAME (only prefix=)", p))
+		}
+	}
+	name := u.Host + u.Path
+	memMu.Lock()
+	base, ok := memNamed[name]
+	if !ok {
+		base = memblob.OpenBucket(nil)
+		memNamed[name] = base
+	}
+	memMu.Unlock()
+	// Each Open gets its own view of the shared bucket; closing the view
+	// leaves the shared bucket open.
+	view := blob.NewBucket(blobdriver.New(base, true))
+	if p := q.Get("prefix"); p != "" {
+		view = blob.PrefixedBucket(view, p)
+	}
+	return newBucket(view, opts, view.Close), nil
+}
+
+const redacted = "REDACTED"
+
+// sensitiveParam reports whether a query parameter may carry a secret.
+func sensitiveParam(name string) bool {
+	n := strings.ToLower(name)
+	for _, s := range []string{"secret", "token", "password", "passwd", "credential", "signature", "session", "auth", "key"} {
+		if strings.Contains(n, s) {
+			return true
+		}
+	}
+	return n == "sig" || n == "x-amz-security-token"
+}
+
+// Redact returns rawURL without secrets, for logs, errors and bucket.json:
+// userinfo becomes REDACTED and so does the value of every query parameter
+// whose name suggests a secret (key, secret, token, password, credential,
+// signature, session, auth). Parameters keep their order. A string that is
+// not a URL is replaced whole, since it cannot be inspected.
+func Redact(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "<unparseable URL (redacted)>"
+	}
+	changed := false
+	if u.User != nil {
+		u.User = url.User(redacted)
+		changed = true
+	}
+	if u.RawQuery != "" {
+		parts := strings.Split(u.RawQuery, "&")
+		for i, p := range parts {
+			k, _, hasValue := strings.Cut(p, "=")
+			name, err := url.QueryUnescape(k)
+			if err != nil {
+				name = k
+			}
+			if hasValue && sensitiveParam(name) {
+				parts[i] = k + "=" + redacted
+				changed = true
+			}
+		}
+		u.RawQuery = strings.Join(parts, "&")
+	}
+	if !changed {
+		// Returned as given: url.URL.String does not round-trip every
+		// spelling (mem:// would become mem:).
+		return rawURL
+	}
+	return u.String()
+}
+
+// secretsOf lists the secret strings of rawURL in every spelling an error
+// message might quote them in.
+func secretsOf(rawURL string) []string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	add := func(s string) {
+		if len(s) >= 3 {
+			out = append(out, s)
+			if e := url.QueryEscape(s); e != s {
+				out = append(out, e)
+			}
+			if e := url.PathEscape(s); e != s {
+				out = append(out, e)
+			}
+		}
+	}
+	if u.User != nil {
+		add(u.User.Username())
+		if p, ok := u.User.Password(); ok {
+			add(p)
+		}
+	}
+	for k, vs := range u.Query() {
+		if sensitiveParam(k) {
+			for _, v := range vs {
+				add(v)
+			}
+		}
+	}
+	return out
+}
