@@ -140,7 +140,6 @@ func (h *Blackhole) Close() error {
 	return err
 }
 
-
 // quietLog swallows net/http's server log (closed connections and the like).
 var quietLog = log.New(io.Discard, "", 0)
 
