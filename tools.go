@@ -5,6 +5,7 @@
 package bucketlog
 
 import (
+	_ "cloud.google.com/go/storage"
 	_ "github.com/aws/aws-sdk-go-v2/config"
 	_ "github.com/aws/aws-sdk-go-v2/credentials"
 	_ "github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
@@ -23,7 +24,6 @@ import (
 	_ "gocloud.dev/blob/memblob"
 	_ "gocloud.dev/blob/s3blob"
 	_ "gocloud.dev/gcerrors"
-	_ "cloud.google.com/go/storage"
 	_ "golang.org/x/sync/errgroup"
 	_ "golang.org/x/sys/unix"
 )

@@ -1,0 +1,53 @@
+# bucketlog — developer targets. CI runs .ci/run, which calls the same commands.
+GO        ?= go
+PKGS      := ./...
+# Packages that start goroutines: the race detector runs over them in CI.
+RACE_PKGS := . ./localseg/... ./blobtier/... ./tailbatch/... ./reclaim/... ./watermark/... ./coldload/... ./affinity/... ./emulator_test/... ./cmd/...
+FUZZTIME  ?= 10s
+
+.PHONY: all build test race vet lint fuzz bench bench-quick demo crash examples clean
+
+all: vet test
+
+build:
+	$(GO) build $(PKGS)
+
+test:
+	$(GO) test $(PKGS)
+
+race:
+	$(GO) test -race $(RACE_PKGS)
+
+vet:
+	$(GO) vet $(PKGS)
+	cd bench && $(GO) vet ./...
+
+lint: vet
+	@out=$$(gofmt -l . ); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+# Every fuzz target runs briefly (FUZZTIME each); seed corpora live under testdata/fuzz.
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for t in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz' || true); do \
+	    echo "fuzz $$pkg $$t ($(FUZZTIME))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+bench:
+	cd bench && $(GO) run . 
+
+bench-quick:
+	cd bench && $(GO) run . -quick
+
+demo:
+	$(GO) run ./cmd/bucketlog demo
+
+crash:
+	$(GO) test -run TestKill9 -count=1 -v ./emulator_test/ -kill9
+
+examples:
+	$(GO) build ./examples/...
+
+clean:
+	rm -rf bin bench/results

@@ -1,0 +1,186 @@
+package bucketlog
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/bucketlog/bucketlog/affinity"
+	"github.com/bucketlog/bucketlog/localseg"
+)
+
+// Environment variables of SPEC §8.
+const (
+	EnvBackend            = "NOETL_EHDB_EVENTLOG_BACKEND"
+	EnvGC                 = "NOETL_EHDB_EVENTLOG_GC"
+	EnvGCMinRetained      = "NOETL_EHDB_EVENTLOG_GC_MIN_RETAINED_SEGMENTS"
+	EnvGCMaxRetained      = "NOETL_EHDB_EVENTLOG_GC_MAX_RETAINED_SEGMENTS"
+	EnvGCInterval         = "NOETL_EHDB_EVENTLOG_GC_INTERVAL_SECS"
+	EnvSegmentMaxBytes    = "NOETL_EHDB_EVENTLOG_SEGMENT_MAX_BYTES"
+	EnvSealMaxAge         = "NOETL_EHDB_SEAL_MAX_AGE_SECS"
+	EnvTailReplication    = "NOETL_EHDB_TAIL_REPLICATION"
+	EnvTailInterval       = "NOETL_EHDB_TAIL_INTERVAL_SECS"
+	EnvTailCleanup        = "NOETL_EHDB_TAIL_CLEANUP"
+	EnvShardIndex         = "NOETL_SHARD_INDEX"
+	EnvShardCount         = "NOETL_SHARD_COUNT"
+	EnvBucketURL          = "BUCKETLOG_BUCKET_URL"
+	BackendDurableSegment = "durable_segment"
+	BackendLocalReference = "local_reference"
+)
+
+// EnvVars lists every variable Config reads, in documentation order.
+var EnvVars = []string{
+	EnvBackend, EnvGC, EnvGCMinRetained, EnvGCMaxRetained, EnvGCInterval, EnvSegmentMaxBytes,
+	EnvSealMaxAge, EnvTailReplication, EnvTailInterval, EnvTailCleanup, EnvShardIndex,
+	EnvShardCount, EnvBucketURL,
+}
+
+// Config is the resolved configuration of every axis, as the environment
+// (and then flags) set it. It is secret-free once redacted.
+type Config struct {
+	Backend         string        `json:"storage_backend"`
+	BucketURL       string        `json:"bucket_url"`
+	ShardIndex      int           `json:"shard_index"`
+	ShardCount      int           `json:"shard_count"`
+	SegmentMaxBytes int64         `json:"segment_max_bytes"`
+	SealMaxAge      time.Duration `json:"seal_max_age"`
+	TailReplication bool          `json:"tail_replication"`
+	TailInterval    time.Duration `json:"tail_interval"`
+	TailCleanup     bool          `json:"tail_cleanup"`
+	GC              GCOptions     `json:"gc"`
+	// Warnings lists every value that was ignored and why.
+	Warnings []string `json:"warnings"`
+}
+
+// ConfigFromEnv reads SPEC §8's variables through getenv (os.Getenv in
+// production). Parsing is fail-safe: an unset, empty or unknown value keeps
+// the default and adds a warning; it never changes the authoritative store
+// or starts deleting data. The one hard error is a partial or invalid shard
+// pair, which must stop start-up rather than fall back to shard 0.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	c := Config{
+		Backend:         BackendDurableSegment,
+		SegmentMaxBytes: DefaultSegmentMaxBytes,
+		SealMaxAge:      DefaultSealMaxAge,
+		TailReplication: true,
+		TailInterval:    DefaultTailInterval,
+		TailCleanup:     true,
+		GC:              GCOptions{MinRetainedSegments: DefaultMinRetainedSegments},
+	}
+	warn := func(format string, args ...any) { c.Warnings = append(c.Warnings, fmt.Sprintf(format, args...)) }
+	get := func(name string) (string, bool) {
+		v := strings.TrimSpace(getenv(name))
+		return v, v != ""
+	}
+
+	if v, ok := get(EnvBackend); ok {
+		switch v {
+		case BackendDurableSegment:
+		case BackendLocalReference:
+			c.Backend = BackendLocalReference
+		default:
+			warn("%s=%q is not a known backend; keeping %s", EnvBackend, v, BackendDurableSegment)
+		}
+	}
+	if v, ok := get(EnvGC); ok {
+		switch strings.ToLower(v) {
+		case "consumer_ack", "on", "enabled":
+			c.GC.Enabled = true
+		case "off":
+		default:
+			warn("%s=%q is not a known GC policy; GC stays off", EnvGC, v)
+		}
+	}
+	if n, ok := envInt(get, warn, EnvGCMinRetained, 1, math.MaxInt32); ok {
+		c.GC.MinRetainedSegments = int(n)
+	}
+	if n, ok := envInt(get, warn, EnvGCMaxRetained, 1, math.MaxInt32); ok {
+		c.GC.MaxRetainedSegments = int(n)
+	}
+	if n, ok := envInt(get, warn, EnvGCInterval, 0, math.MaxInt32); ok {
+		c.GC.Interval = time.Duration(n) * time.Second
+	}
+	if v, ok := get(EnvSegmentMaxBytes); ok {
+		n, err := strconv.ParseInt(v, 10, 64)
+		switch {
+		case err != nil || n <= 0:
+			warn("%s=%q is not a positive integer; keeping %d", EnvSegmentMaxBytes, v, c.SegmentMaxBytes)
+		case n > localseg.MaxSegmentBytes:
+			warn("%s=%d is above %d (15 MiB); clamped", EnvSegmentMaxBytes, n, localseg.MaxSegmentBytes)
+			c.SegmentMaxBytes = localseg.MaxSegmentBytes
+		default:
+			c.SegmentMaxBytes = n
+		}
+	}
+	if n, ok := envInt(get, warn, EnvSealMaxAge, 1, math.MaxInt32); ok {
+		c.SealMaxAge = time.Duration(n) * time.Second
+	}
+	if v, ok := get(EnvTailReplication); ok {
+		switch b, known := parseSwitch(v); {
+		case !known:
+			warn("%s=%q is not on/off; tail replication stays on", EnvTailReplication, v)
+		default:
+			c.TailReplication = b
+		}
+	}
+	if n, ok := envInt(get, warn, EnvTailInterval, 1, math.MaxInt32); ok {
+		c.TailInterval = time.Duration(n) * time.Second
+	}
+	if v, ok := get(EnvTailCleanup); ok {
+		switch b, known := parseSwitch(v); {
+		case !known:
+			warn("%s=%q is not on/off; tail cleanup stays on", EnvTailCleanup, v)
+		default:
+			c.TailCleanup = b
+		}
+	}
+	c.BucketURL, _ = get(EnvBucketURL)
+
+	idx, _ := get(EnvShardIndex)
+	cnt, _ := get(EnvShardCount)
+	own, err := affinity.ParseOwnership(idx, cnt)
+	if err != nil {
+		return c, fmt.Errorf("%w: %s/%s: %v", ErrUsage, EnvShardIndex, EnvShardCount, err)
+	}
+	c.ShardIndex, c.ShardCount = own.Index, own.Count
+	return c, nil
+}
+
+// Apply copies the configuration onto opts (flags then override opts).
+func (c Config) Apply(opts *Options) {
+	opts.BucketURL = c.BucketURL
+	opts.ShardIndex, opts.ShardCount = c.ShardIndex, c.ShardCount
+	opts.SegmentMaxBytes = c.SegmentMaxBytes
+	opts.SealMaxAge = c.SealMaxAge
+	opts.DisableTailReplication = !c.TailReplication
+	opts.TailInterval = c.TailInterval
+	opts.DisableTailCleanup = !c.TailCleanup
+	opts.GC = c.GC
+}
+
+// envInt parses an integer variable in [lo, hi]; anything else keeps the
+// default with a warning.
+func envInt(get func(string) (string, bool), warn func(string, ...any), name string, lo, hi int64) (int64, bool) {
+	v, ok := get(name)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < lo || n > hi {
+		warn("%s=%q is not an integer in [%d, %d]; keeping the default", name, v, lo, hi)
+		return 0, false
+	}
+	return n, true
+}
+
+func parseSwitch(v string) (on, known bool) {
+	switch strings.ToLower(v) {
+	case "on", "true", "1", "yes", "enabled":
+		return true, true
+	case "off", "false", "0", "no", "disabled":
+		return false, true
+	}
+	return false, false
+}

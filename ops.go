@@ -1,0 +1,261 @@
+package bucketlog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/bucketlog/bucketlog/blobtier"
+	"github.com/bucketlog/bucketlog/coldload"
+	"github.com/bucketlog/bucketlog/localseg"
+)
+
+// ShipReport is the outcome of one shipping pass.
+type ShipReport struct {
+	Shard          int          `json:"shard"`
+	Sealed         bool         `json:"sealed"`
+	Upload         UploadReport `json:"upload"`
+	TailBatches    uint64       `json:"tail_batches"`
+	TailRecords    uint64       `json:"tail_records"`
+	TailBytes      uint64       `json:"tail_bytes"`
+	ShippedThrough uint64       `json:"shipped_through"`
+	Tip            uint64       `json:"tip"`
+	Segments       int          `json:"segments"`
+}
+
+// Ship runs one shipping pass now: seal what is due (everything with
+// sealActive), upload sealed segments, ship the tail and the cursor object,
+// and clean up superseded tail objects.
+func (l *Log) Ship(ctx context.Context, sealActive bool) (ShipReport, error) {
+	rep := ShipReport{Shard: l.own.Index}
+	if err := l.writable(); err != nil {
+		return rep, err
+	}
+	if l.ship == nil {
+		return rep, usagef("ship needs a bucket")
+	}
+	var err error
+	if sealActive {
+		rep.Sealed, err = l.store.Seal()
+	} else {
+		rep.Sealed, err = l.store.SealIfDue()
+	}
+	if err != nil {
+		l.noteErr(err)
+		return rep, err
+	}
+	s := l.ship
+	before := s.repl.Stats()
+	s.maint.Lock()
+	rep.Upload, err = s.uploadSealed(ctx)
+	s.maint.Unlock()
+	if err != nil {
+		return rep, err
+	}
+	if err := s.shipTail(ctx); err != nil {
+		return rep, err
+	}
+	if !l.opts.DisableTailCleanup {
+		s.maint.Lock()
+		err = s.cleanupLocked(ctx)
+		s.maint.Unlock()
+		if err != nil {
+			return rep, err
+		}
+	}
+	after := s.repl.Stats()
+	rep.TailBatches = after.Batches - before.Batches
+	rep.TailRecords = after.Records - before.Records
+	rep.TailBytes = after.Bytes - before.Bytes
+	rep.ShippedThrough = s.repl.ShippedThrough()
+	rep.Tip = l.store.Tip()
+	if snap, err := l.store.Snapshot(); err == nil {
+		rep.Segments = len(snap.Segments)
+	}
+	return rep, nil
+}
+
+// RestoreOptions configure Restore.
+type RestoreOptions struct {
+	BucketURL string
+	Bucket    blobtier.Bucket // instead of BucketURL (the caller keeps it)
+	Shard     int
+	// Dir is the root directory; the shard is restored into Dir/shard-NNNN,
+	// which must not hold a store.
+	Dir          string
+	AllowPartial bool
+	AllowEmpty   bool
+	Concurrency  int
+	Progress     func(coldload.Progress)
+	FS           localseg.FS
+}
+
+// Restore rebuilds one shard from the bucket alone into an empty directory
+// (SPEC §7) and records the bucket in it, so the restored store ships there.
+func Restore(ctx context.Context, o RestoreOptions) (coldload.Report, error) {
+	if o.Dir == "" {
+		return coldload.Report{}, usagef("restore needs --dir")
+	}
+	if o.Shard < 0 {
+		return coldload.Report{}, usagef("shard %d is negative", o.Shard)
+	}
+	b, closeB, err := openBucketFor(ctx, o.BucketURL, o.Bucket)
+	if err != nil {
+		return coldload.Report{}, err
+	}
+	defer closeB()
+	dir := localseg.ShardDir(o.Dir, o.Shard)
+	if empty, err := dirIsEmptyStore(dir); err != nil {
+		return coldload.Report{}, err
+	} else if !empty {
+		return coldload.Report{}, fmt.Errorf("%w: %s already holds a store; restore only into an empty directory", ErrInvalidState, dir)
+	}
+	fsys := o.FS
+	if fsys == nil {
+		fsys = localseg.OSFS{}
+	}
+	rep, err := coldload.Hydrate(ctx, b, uint32(o.Shard), dir, coldload.Options{
+		Concurrency:  o.Concurrency,
+		AllowPartial: o.AllowPartial,
+		AllowEmpty:   o.AllowEmpty,
+		Progress:     o.Progress,
+		Store:        localseg.Options{FS: fsys},
+	})
+	if err != nil {
+		return rep, restoreErr(err)
+	}
+	url := o.BucketURL
+	if url == "" {
+		url = "injected://bucket"
+	}
+	if err := writeBucketRecord(fsys, dir, bucketRecord{URL: blobtier.Redact(url)}); err != nil {
+		return rep, err
+	}
+	return rep, nil
+}
+
+// restoreErr classifies a cold load's refusals: a gap, a short restore, an
+// empty bucket and a non-empty target are invalid states (exit 3); a
+// corrupt object or a conflict is a storage error naming the key (exit 5).
+func restoreErr(err error) error {
+	switch {
+	case errors.Is(err, coldload.ErrGap), errors.Is(err, coldload.ErrShort),
+		errors.Is(err, coldload.ErrEmpty), errors.Is(err, coldload.ErrNotEmpty):
+		return fmt.Errorf("%w: %v", ErrInvalidState, err)
+	}
+	return err
+}
+
+// Verify checks every object of a bucket (SPEC §9 verify): length, digest
+// and frames of each object, and each shard's segments contiguous above its
+// watermark.
+func Verify(ctx context.Context, bucketURL string, b blobtier.Bucket, opts coldload.VerifyOptions) (coldload.VerifyReport, error) {
+	bk, closeB, err := openBucketFor(ctx, bucketURL, b)
+	if err != nil {
+		return coldload.VerifyReport{}, err
+	}
+	defer closeB()
+	return coldload.Verify(ctx, bk, opts)
+}
+
+func openBucketFor(ctx context.Context, url string, b blobtier.Bucket) (blobtier.Bucket, func(), error) {
+	if b != nil {
+		return b, func() {}, nil
+	}
+	if url == "" {
+		return nil, nil, usagef("a bucket URL is required")
+	}
+	bk, err := blobtier.Open(ctx, url, blobtier.Options{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	return bk, func() { bk.Close() }, nil
+}
+
+// InspectReport describes a shard directory without changing it.
+type InspectReport struct {
+	Dir        string            `json:"dir"`
+	Exists     bool              `json:"exists"`
+	Bucket     string            `json:"bucket,omitempty"`
+	Tip        uint64            `json:"tip"`
+	Base       uint64            `json:"base"`
+	Segments   []InspectSegment  `json:"segments"`
+	Checkpoint json.RawMessage   `json:"checkpoint"`
+	Reclaim    json.RawMessage   `json:"reclaim_manifest"`
+	Consumers  map[string]uint64 `json:"consumers"`
+	// TornTailBytes would be dropped by the owner's next writable open.
+	TornTailBytes   int64  `json:"torn_tail_bytes"`
+	TornTailSegment uint64 `json:"torn_tail_segment,omitempty"`
+	// Problems lists corruption found (segment, offset, what).
+	Problems []string `json:"problems"`
+}
+
+// InspectSegment is one segment file.
+type InspectSegment struct {
+	ID       uint64 `json:"id"`
+	Bytes    int64  `json:"bytes"`
+	Frames   int    `json:"frames"`
+	Events   int    `json:"events"`
+	FirstSeq uint64 `json:"first_sequence"`
+	LastSeq  uint64 `json:"last_sequence"`
+	Sealed   bool   `json:"sealed"`
+}
+
+// Inspect reads a shard directory read-only: segments, sizes, frame counts,
+// the checkpoint, the reclaim manifest, and any torn tail or corruption.
+func Inspect(root string, shard int) (InspectReport, error) {
+	dir := localseg.ShardDir(root, shard)
+	rep := InspectReport{Dir: dir, Segments: []InspectSegment{}, Problems: []string{}}
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return rep, nil
+	}
+	rep.Exists = true
+	rep.Bucket, _ = ShipsToBucket(dir)
+	rep.Checkpoint = rawJSON(filepath.Join(dir, "checkpoint.json"))
+	rep.Reclaim = rawJSON(filepath.Join(dir, "reclaim.json"))
+	st, err := localseg.Open(dir, localseg.Options{ReadOnly: true})
+	if err != nil {
+		rep.Problems = append(rep.Problems, err.Error())
+		return rep, nil
+	}
+	defer st.Close()
+	or := st.OpenReport()
+	rep.TornTailBytes, rep.TornTailSegment = or.TornTailBytes, or.TornTailSegment
+	snap, err := st.Snapshot()
+	if err != nil {
+		rep.Problems = append(rep.Problems, err.Error())
+		return rep, nil
+	}
+	rep.Tip, rep.Base, rep.Consumers = snap.Tip, snap.ReclaimedSeq+1, snap.Consumers
+	for _, seg := range snap.Segments {
+		is := InspectSegment{ID: seg.ID, Bytes: seg.Size, Events: seg.Events, FirstSeq: seg.FirstSeq, LastSeq: seg.LastSeq, Sealed: seg.Sealed}
+		data, err := st.ReadRange(seg.ID, 0, seg.Size)
+		if err != nil {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("segment %d: %v", seg.ID, err))
+		} else if sum, err := localseg.VerifySegment(seg.ID, data, 0); err != nil {
+			rep.Problems = append(rep.Problems, err.Error())
+		} else {
+			is.Frames = sum.Frames
+		}
+		rep.Segments = append(rep.Segments, is)
+	}
+	return rep, nil
+}
+
+func rawJSON(path string) json.RawMessage {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return json.RawMessage("null")
+	}
+	// checkpoint.json may be padded with blanks; only valid JSON is shown.
+	var v any
+	if json.Unmarshal(b, &v) != nil {
+		return json.RawMessage(`"(unreadable)"`)
+	}
+	out, _ := json.Marshal(v)
+	return out
+}

@@ -1,0 +1,661 @@
+package bucketlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bucketlog/bucketlog/blobtier"
+	"github.com/bucketlog/bucketlog/localseg"
+	"github.com/bucketlog/bucketlog/reclaim"
+	"github.com/bucketlog/bucketlog/tailbatch"
+	"github.com/bucketlog/bucketlog/watermark"
+)
+
+// shipper moves one shard's log into the bucket: sealed segments (the
+// uploader), the unsealed tail (the tail replicator) and the cursor object;
+// it also runs tail cleanup and GC. Its state comes from the bucket and the
+// local files at start, never from memory alone.
+//
+// Two goroutines drive it: the tick loop (seal by age, tail shipping, the
+// cursor object; kicked early by synchronous appends) and the maintenance
+// loop (uploads on every seal and on retry, tail cleanup, GC). Neither holds
+// a lock that appends take while it talks to the bucket: the store's own
+// lock is taken only inside its brief calls (TailExtent, Snapshot, Seal,
+// Reclaim's local steps).
+type shipper struct {
+	l      *Log
+	b      blobtier.Bucket
+	shard  uint32
+	store  *localseg.Store
+	repl   *tailbatch.Replicator
+	tailOn bool
+	sealed <-chan struct{}
+	kick   chan struct{}
+
+	// maint serialises uploads, cleanup and GC (the maintenance loop, Close
+	// and one-shot commands).
+	maint sync.Mutex
+
+	mu             sync.Mutex
+	durable        map[uint64]bool // sealed segment id → its object matches the local bytes
+	wm             watermark.Mark  // the bucket's reclaim watermark as last read or written
+	stopErr        error           // a second writer: shipping, GC and cleanup stopped
+	bucketErr      error           // the latest bucket failure (nil after a success)
+	cleanedThrough uint64          // contiguous durable seq at the last complete cleanup
+	cleanupDirty   bool            // the last cleanup left something to retry
+	uploadBackoff  time.Duration
+	lastConsumers  map[string]uint64
+	shippedCh      chan struct{} // closed and replaced whenever the shipped position moves
+
+	unshippedSince atomic.Int64 // unix nanos of the oldest append not yet shipped (0: none)
+	waiters        atomic.Int32
+}
+
+func newShipper(ctx context.Context, l *Log, sealed <-chan struct{}) (*shipper, error) {
+	s := &shipper{
+		l: l, b: l.bucket, shard: uint32(l.own.Index), store: l.store,
+		tailOn:    !l.opts.DisableTailReplication,
+		sealed:    sealed,
+		kick:      make(chan struct{}, 1),
+		durable:   map[uint64]bool{},
+		shippedCh: make(chan struct{}),
+	}
+	if err := s.reconcile(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// reconcile is the start-up half of SPEC §7: it reads the bucket's
+// watermark, segments, tail objects and cursor object, refuses a stale or
+// diverged disk, learns which local segments are durable in the bucket,
+// aligns the watermark with the local reclaim base, and rebuilds the tail
+// cursor from the bucket (never from the local tip).
+func (s *shipper) reconcile(ctx context.Context) error {
+	wm, _, err := watermark.Read(ctx, s.b, s.shard)
+	if err != nil {
+		return fmt.Errorf("read the reclaim watermark: %w", err)
+	}
+	snap, err := s.store.Snapshot()
+	if err != nil {
+		return err
+	}
+	// The bucket's reclaim went further than the local store (a pass
+	// crashed after committing the watermark): realign locally first.
+	if wm.Segment > snap.ReclaimedSeg {
+		if _, err := s.store.Reclaim(wm.Segment); err != nil {
+			return fmt.Errorf("%w: adopt the bucket's watermark (segment %d, sequence %d): %v", ErrDiverged, wm.Segment, wm.Seq, err)
+		}
+		if snap, err = s.store.Snapshot(); err != nil {
+			return err
+		}
+		if snap.ReclaimedSeq != wm.Seq {
+			return fmt.Errorf("%w: the bucket's watermark ends segment %d at sequence %d, the local store at %d", ErrDiverged, wm.Segment, wm.Seq, snap.ReclaimedSeq)
+		}
+	}
+
+	local := map[uint64]localseg.SegmentInfo{}
+	var highest uint64
+	for _, seg := range snap.Segments {
+		local[seg.ID] = seg
+		highest = max(highest, seg.ID)
+	}
+	var bucketSegs []blobtier.ObjectInfo
+	for info, err := range s.b.List(ctx, s.shard, blobtier.KindSegment) {
+		if err != nil {
+			return fmt.Errorf("list segments: %w", err)
+		}
+		if info.ParseErr != nil || info.Parsed.Shard != s.shard || info.Parsed.Segment <= wm.Segment {
+			continue
+		}
+		bucketSegs = append(bucketSegs, info)
+	}
+	for _, info := range bucketSegs {
+		id := info.Parsed.Segment
+		seg, ok := local[id]
+		switch {
+		case id <= snap.ReclaimedSeg:
+			// Reclaimed locally; the object is an orphan the next GC removes.
+			continue
+		case id > highest || (ok && !seg.Sealed):
+			return fmt.Errorf("%w: the bucket holds segment %d (%s) and the local store's active segment is %d", ErrStaleDisk, id, info.Key, highest)
+		case !ok:
+			return fmt.Errorf("%w: the bucket holds segment %d (%s) that the local store lacks", ErrDiverged, id, info.Key)
+		}
+		match, err := s.matches(ctx, info, seg)
+		if err != nil {
+			return err
+		}
+		if !match {
+			return fmt.Errorf("%w: segment %d differs from the bucket's object %s", ErrDiverged, id, info.Key)
+		}
+		s.durable[id] = true
+	}
+
+	// The bucket's tip: tail objects and the cursor object's shipped_through.
+	var newestTail blobtier.ObjectInfo
+	var bucketTip uint64
+	for info, err := range s.b.List(ctx, s.shard, blobtier.KindTail) {
+		if err != nil {
+			return fmt.Errorf("list tail objects: %w", err)
+		}
+		if info.ParseErr != nil || info.Parsed.Shard != s.shard {
+			continue
+		}
+		bucketTip = max(bucketTip, info.Parsed.LastSeq)
+		if info.Parsed.LastSeq > snap.ReclaimedSeq && info.Parsed.LastSeq <= snap.Tip &&
+			info.Parsed.LastSeq > newestTail.Parsed.LastSeq {
+			newestTail = info
+		}
+	}
+	cur, _, err := tailbatch.ReadCursor(ctx, s.b, s.shard)
+	if err != nil && !errors.Is(err, blobtier.ErrNotFound) {
+		return fmt.Errorf("read the cursor object: %w", err)
+	}
+	bucketTip = max(bucketTip, cur.ShippedThrough)
+	if bucketTip > snap.Tip {
+		return fmt.Errorf("%w: the bucket holds sequences through %d, the local store through %d", ErrStaleDisk, bucketTip, snap.Tip)
+	}
+	if newestTail.Key != "" {
+		if err := s.compareTail(ctx, newestTail); err != nil {
+			return err
+		}
+	}
+
+	// A store reclaimed locally beyond the bucket's watermark commits the
+	// watermark before anything above it is uploaded, so a restore never
+	// looks for reclaimed events.
+	if snap.ReclaimedSeg > wm.Segment {
+		if !s.b.CanCAS() {
+			return usagef("the local store was reclaimed through segment %d, and this bucket cannot hold a reclaim watermark safely (no compare-and-swap)", snap.ReclaimedSeg)
+		}
+		if wm, err = watermark.Advance(ctx, s.b, s.shard, snap.ReclaimedSeq, snap.ReclaimedSeg); err != nil {
+			return fmt.Errorf("commit the local reclaim base as the watermark: %w", err)
+		}
+	}
+	s.wm = wm
+
+	var ranges []tailbatch.SegRange
+	for _, seg := range snap.Segments {
+		if s.durable[seg.ID] {
+			ranges = append(ranges, tailbatch.SegRange{FirstSeq: seg.FirstSeq, LastSeq: seg.LastSeq})
+		}
+	}
+	shipped, err := tailbatch.RebuildCursor(ctx, s.b, s.shard, snap.ReclaimedSeq, ranges)
+	if err != nil {
+		return err
+	}
+	s.repl = tailbatch.New(s.shard, shipped, tailbatch.Options{Disabled: !s.tailOn})
+	s.l.openRep.BucketTip = bucketTip
+	s.l.openRep.ShippedThrough = shipped
+	s.l.openRep.DurableSegments = len(s.durable)
+	s.l.openRep.Watermark = wm.Seq
+	if shipped < snap.Tip {
+		s.unshippedSince.Store(s.l.opts.Now().UnixNano())
+	}
+	return nil
+}
+
+// matches reports whether the bucket's object equals the local sealed
+// segment: same length and digest (never mere presence of the key).
+func (s *shipper) matches(ctx context.Context, info blobtier.ObjectInfo, seg localseg.SegmentInfo) (bool, error) {
+	if info.Size != seg.Size {
+		return false, nil
+	}
+	st, err := s.b.Stat(ctx, info.Key)
+	if err != nil {
+		return false, fmt.Errorf("stat %s: %w", info.Key, err)
+	}
+	data, err := s.store.ReadSegment(seg.ID)
+	if err != nil {
+		return false, err
+	}
+	return st.Meta.Length == int64(len(data)) && st.Meta.XXH64 == blobtier.Digest(data), nil
+}
+
+// compareTail checks that the newest tail object the local store also
+// covers holds the same events as the local log.
+func (s *shipper) compareTail(ctx context.Context, info blobtier.ObjectInfo) error {
+	data, _, err := s.b.Get(ctx, info.Key)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", info.Key, err)
+	}
+	for f, err := range localseg.Frames(data) {
+		if err != nil {
+			return fmt.Errorf("%w: tail object %s: %v", ErrDiverged, info.Key, err)
+		}
+		if f.Kind != localseg.KindEvent {
+			continue
+		}
+		rec, err := s.store.Get(f.Seq)
+		if errors.Is(err, localseg.ErrReclaimed) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("%w: sequence %d of tail object %s: %v", ErrDiverged, f.Seq, info.Key, err)
+		}
+		if rec.ExecutionID != f.ExecutionID || rec.TransactionID != f.TransactionID || rec.Payload != f.Payload {
+			return fmt.Errorf("%w: sequence %d differs between the local store and tail object %s", ErrDiverged, f.Seq, info.Key)
+		}
+	}
+	return nil
+}
+
+func (s *shipper) start(ctx context.Context, wg *sync.WaitGroup) {
+	wg.Add(2)
+	go func() { defer wg.Done(); s.tickLoop(ctx) }()
+	go func() { defer wg.Done(); s.maintLoop(ctx) }()
+}
+
+// tickLoop seals by age and ships the tail on every tick, and at once when
+// a synchronous append is waiting.
+func (s *shipper) tickLoop(ctx context.Context) {
+	t := time.NewTicker(s.l.opts.TailInterval)
+	defer t.Stop()
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	backoff := 20 * time.Millisecond
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-s.kick:
+		case <-retry.C:
+		}
+		if _, err := s.store.SealIfDue(); err != nil {
+			s.l.noteErr(err)
+			s.l.log.Error("seal by age failed", "err", err)
+		}
+		err := s.shipTail(ctx)
+		s.updateGauges()
+		if err != nil && s.waiters.Load() > 0 && ctx.Err() == nil {
+			// Synchronous appends are waiting: retry soon, with backoff.
+			retry.Reset(backoff + rand.N(backoff))
+			backoff = min(2*backoff, time.Second)
+		} else if err == nil {
+			backoff = 20 * time.Millisecond
+		}
+	}
+}
+
+// maintLoop uploads sealed segments (on every seal, and retrying failures
+// with backoff), then runs tail cleanup and the periodic GC.
+func (s *shipper) maintLoop(ctx context.Context) {
+	retry := time.NewTimer(0) // a first pass finds segments sealed before a restart
+	defer retry.Stop()
+	var gcTick <-chan time.Time
+	if g := s.l.opts.GC; g.Enabled && g.Interval > 0 {
+		t := time.NewTicker(g.Interval)
+		defer t.Stop()
+		gcTick = t.C
+	}
+	for {
+		runGC := false
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.sealed:
+		case <-retry.C:
+		case <-gcTick:
+			runGC = true
+		}
+		err := s.maintain(ctx, runGC)
+		if ctx.Err() != nil {
+			return
+		}
+		s.mu.Lock()
+		if err != nil {
+			s.uploadBackoff = min(max(2*s.uploadBackoff, 100*time.Millisecond), DefaultUploadRetryMax)
+			d := s.uploadBackoff
+			s.mu.Unlock()
+			retry.Reset(d/2 + rand.N(d/2+1))
+			continue
+		}
+		s.uploadBackoff = 0
+		s.mu.Unlock()
+	}
+}
+
+// maintain is one maintenance pass: uploads, cleanup, and GC when asked.
+func (s *shipper) maintain(ctx context.Context, runGC bool) error {
+	s.maint.Lock()
+	defer s.maint.Unlock()
+	if err := s.stopped(); err != nil {
+		return nil // stopped for good: nothing to retry
+	}
+	_, err := s.uploadSealed(ctx)
+	if err == nil && !s.l.opts.DisableTailCleanup {
+		err = s.cleanupLocked(ctx)
+	}
+	if runGC {
+		if _, gerr := s.l.gcLocked(ctx, s.l.policy(), false); gerr != nil {
+			s.l.log.Error("periodic GC failed", "err", gerr)
+		}
+	}
+	return err
+}
+
+func (s *shipper) stopped() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopErr
+}
+
+// secondWriter stops shipping, GC and cleanup for the shard for good.
+func (s *shipper) secondWriter(key string, err error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopErr == nil {
+		s.stopErr = fmt.Errorf("%w: a different object exists under %s; shipping, GC and tail cleanup stopped for shard %d", ErrSecondWriter, key, s.shard)
+		s.l.m.add("second_writer_detected_total", 1)
+		s.l.log.Error("second writer detected: shipping, GC and tail cleanup stopped", "key", key, "err", err)
+	}
+	return s.stopErr
+}
+
+func (s *shipper) noteBucket(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.bucketErr = err
+}
+
+// health is nil while the shard ships.
+func (s *shipper) health() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopErr != nil {
+		return s.stopErr
+	}
+	if s.bucketErr != nil {
+		return fmt.Errorf("bucket failing, retrying: %v", s.bucketErr)
+	}
+	return nil
+}
+
+func (s *shipper) isDurable(id uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.durable[id]
+}
+
+// UploadReport counts one upload pass.
+type UploadReport struct {
+	Uploaded int   `json:"segments_uploaded"`
+	Bytes    int64 `json:"bytes_uploaded"`
+	Pending  int   `json:"segments_pending"`
+}
+
+// uploadSealed uploads the sealed segments the bucket lacks, in id order,
+// each checked frame by frame first (the bucket must never receive local
+// bit-rot under a fresh, valid digest). It stops at the first failure so
+// ids stay in order.
+func (s *shipper) uploadSealed(ctx context.Context) (UploadReport, error) {
+	var rep UploadReport
+	snap, err := s.store.Snapshot()
+	if err != nil {
+		return rep, err
+	}
+	var todo []localseg.SegmentInfo
+	for _, seg := range snap.Segments {
+		if seg.Sealed && seg.ID > snap.ReclaimedSeg && !s.isDurable(seg.ID) {
+			todo = append(todo, seg)
+		}
+	}
+	rep.Pending = len(todo)
+	for _, seg := range todo {
+		if err := s.stopped(); err != nil {
+			return rep, err
+		}
+		data, err := s.store.ReadSegment(seg.ID)
+		if err != nil {
+			return rep, err
+		}
+		first := seg.FirstSeq
+		if seg.Events == 0 {
+			first = 0
+		}
+		if _, err := localseg.VerifySegment(seg.ID, data, first); err != nil {
+			err = fmt.Errorf("segment %d fails verification before upload; not uploaded: %w", seg.ID, err)
+			s.l.log.Error("refusing to upload a corrupt segment", "segment", seg.ID, "err", err)
+			s.noteBucket(err)
+			return rep, err
+		}
+		key := blobtier.SegmentKey(s.shard, seg.ID)
+		err = s.b.PutIfAbsent(ctx, key, data, 0)
+		if errors.Is(err, blobtier.ErrConflict) {
+			return rep, s.secondWriter(key, err)
+		}
+		if err != nil {
+			s.noteBucket(err)
+			return rep, fmt.Errorf("upload segment %d: %w", seg.ID, err)
+		}
+		s.noteBucket(nil)
+		s.mu.Lock()
+		s.durable[seg.ID] = true
+		s.mu.Unlock()
+		s.l.m.add("segments_uploaded_total", 1)
+		rep.Uploaded++
+		rep.Pending--
+		rep.Bytes += int64(len(data))
+	}
+	// Durable segments cover their events: the tail need not ship them.
+	if seq, _ := s.contiguous(); seq > 0 {
+		s.advance(seq)
+	}
+	return rep, nil
+}
+
+// contiguous is the contiguous durable watermark of the shard: the reclaim
+// base extended over sealed segments while each is durable.
+func (s *shipper) contiguous() (seq, seg uint64) {
+	snap, err := s.store.Snapshot()
+	if err != nil {
+		return 0, 0
+	}
+	seq, seg = watermark.Contiguous(snap.Segments, s.isDurable)
+	if seq < snap.ReclaimedSeq {
+		seq, seg = snap.ReclaimedSeq, snap.ReclaimedSeg
+	}
+	return seq, seg
+}
+
+// advance moves the shipped position and wakes synchronous appenders.
+func (s *shipper) advance(seq uint64) {
+	before := s.repl.ShippedThrough()
+	s.repl.Advance(seq)
+	if s.repl.ShippedThrough() > before {
+		s.notifyShipped()
+	}
+}
+
+func (s *shipper) notifyShipped() {
+	s.mu.Lock()
+	close(s.shippedCh)
+	s.shippedCh = make(chan struct{})
+	s.mu.Unlock()
+	if s.repl.ShippedThrough() >= s.store.Tip() {
+		s.unshippedSince.Store(0)
+	}
+}
+
+// cleanupLocked deletes tail objects a durable segment covers. It runs only
+// when the contiguous durable watermark moved (or the last pass left work),
+// so an idle shard issues no request.
+func (s *shipper) cleanupLocked(ctx context.Context) error {
+	seq, _ := s.contiguous()
+	s.mu.Lock()
+	due := seq > s.cleanedThrough || s.cleanupDirty
+	s.mu.Unlock()
+	if !due {
+		return nil
+	}
+	res, err := reclaim.CleanupTail(ctx, s.b, s.shard, seq)
+	m := s.l.m
+	m.add("tail_objects_reclaimed_total", float64(res.Reclaimed))
+	m.add("tail_reclaim_bytes_total", float64(res.Bytes))
+	m.add("tail_reclaim_failed_total", float64(res.Failed))
+	m.set("tail_objects_retained", float64(res.Retained))
+	m.set("tail_objects_unparsed", float64(res.Unparsed))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil || res.Failed > 0 {
+		s.cleanupDirty = true
+		if err == nil {
+			err = fmt.Errorf("tail cleanup: %d deletes failed: %v", res.Failed, res.Errors)
+		}
+		s.bucketErr = err
+		return err
+	}
+	s.cleanupDirty = false
+	s.cleanedThrough = seq
+	return nil
+}
+
+// shipTail ships the durable tail (Prepare under the store's brief lock →
+// Upload with no lock → Commit), then the cursor object when the shipped
+// position or a consumer moved.
+func (s *shipper) shipTail(ctx context.Context) error {
+	if err := s.stopped(); err != nil {
+		return err
+	}
+	before := s.repl.ShippedThrough()
+	var failure error
+	if s.tailOn {
+		batches, err := s.repl.Prepare(s.store)
+		if err != nil {
+			failure = err
+		}
+		for _, bt := range batches {
+			if err := tailbatch.Upload(ctx, s.b, s.store, bt); err != nil {
+				s.repl.Fail(bt, err)
+				s.l.m.add("tail_replication_failed_total", 1)
+				if errors.Is(err, blobtier.ErrConflict) {
+					return s.secondWriter(bt.Key, err)
+				}
+				failure = err
+				break
+			}
+			if err := s.repl.Commit(bt); err != nil {
+				failure = err
+				break
+			}
+			s.l.m.add("tail_batches_total", 1)
+			s.l.m.add("tail_records_total", float64(bt.Records()))
+			s.l.m.add("tail_bytes_total", float64(bt.Len()))
+		}
+	}
+	if s.repl.ShippedThrough() > before {
+		s.notifyShipped()
+	}
+	if failure == nil {
+		failure = s.syncCursor(ctx)
+	}
+	s.noteBucket(failure)
+	return failure
+}
+
+// syncCursor writes the cursor object when the shipped position or the
+// consumers changed since the last write.
+func (s *shipper) syncCursor(ctx context.Context) error {
+	snap, err := s.store.Snapshot()
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	changed := !maps.Equal(s.lastConsumers, snap.Consumers)
+	s.mu.Unlock()
+	if !s.repl.CursorDue() && !changed {
+		return nil
+	}
+	if _, err := s.repl.SyncCursor(ctx, s.b, snap.Consumers); err != nil {
+		return fmt.Errorf("write the cursor object: %w", err)
+	}
+	s.mu.Lock()
+	s.lastConsumers = snap.Consumers
+	s.mu.Unlock()
+	s.l.m.setConsumerLag(snap.Tip, snap.Consumers)
+	return nil
+}
+
+func (s *shipper) noteAppended() {
+	s.unshippedSince.CompareAndSwap(0, s.l.opts.Now().UnixNano())
+}
+
+// waitShipped blocks a synchronous append until the bucket holds seq, or
+// returns ErrNotInBucket after SyncWait (the event stays durable locally and
+// ships later).
+func (s *shipper) waitShipped(ctx context.Context, seq uint64) error {
+	if !s.tailOn {
+		return fmt.Errorf("%w: synchronous mode needs tail replication", ErrUsage)
+	}
+	s.waiters.Add(1)
+	defer s.waiters.Add(-1)
+	timer := time.NewTimer(s.l.opts.SyncWait)
+	defer timer.Stop()
+	for {
+		s.mu.Lock()
+		ch, stop := s.shippedCh, s.stopErr
+		s.mu.Unlock()
+		if s.repl.ShippedThrough() >= seq {
+			return nil
+		}
+		if stop != nil {
+			return fmt.Errorf("%w (sequence %d): %v", ErrNotInBucket, seq, stop)
+		}
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			return fmt.Errorf("%w: sequence %d was not confirmed within %s", ErrNotInBucket, seq, s.l.opts.SyncWait)
+		case <-ctx.Done():
+			return fmt.Errorf("%w: sequence %d: %v", ErrNotInBucket, seq, ctx.Err())
+		}
+	}
+}
+
+// stopWaiters releases synchronous appenders at Close.
+func (s *shipper) stopWaiters() { s.notifyShipped() }
+
+// final is Close's last shipment: sealed segments, the tail and the cursor
+// object, bounded by ctx.
+func (s *shipper) final(ctx context.Context) error {
+	if s.stopped() != nil {
+		return nil
+	}
+	s.maint.Lock()
+	_, uerr := s.uploadSealed(ctx)
+	s.maint.Unlock()
+	terr := s.shipTail(ctx)
+	return errors.Join(uerr, terr)
+}
+
+func (s *shipper) updateGauges() {
+	m := s.l.m
+	snap, err := s.store.Snapshot()
+	if err != nil {
+		return
+	}
+	now := s.l.opts.Now()
+	if n := len(snap.Segments); n > 0 && snap.Segments[n-1].Size > 0 && !snap.ActiveOpenedAt.IsZero() {
+		m.set("oldest_unsealed_age_seconds", now.Sub(snap.ActiveOpenedAt).Seconds())
+	} else {
+		m.set("oldest_unsealed_age_seconds", 0)
+	}
+	if since := s.unshippedSince.Load(); since > 0 && s.repl.ShippedThrough() < snap.Tip {
+		m.set("oldest_unreplicated_age_seconds", now.Sub(time.Unix(0, since)).Seconds())
+	} else {
+		m.set("oldest_unreplicated_age_seconds", 0)
+	}
+	m.set("unshipped_bytes", float64(s.repl.Stats().PendingBytes))
+	m.setConsumerLag(snap.Tip, snap.Consumers)
+}
