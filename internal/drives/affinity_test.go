@@ -80,6 +80,7 @@ func TestAffinityDriveRedLeakyRouter(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := rep.Report
+	t.Logf("divergence: %s", deref(d.Divergence))
 	if rep.Holds() || rep.SingleWriterHolds || d.NonownerRefusedOK || d.SingleWriterInvariant || d.NonownerRefusals != 0 || d.Divergence == nil {
 		t.Fatalf("a leaking router was not caught: %+v", d)
 	}
@@ -103,6 +104,7 @@ func TestAffinityDriveRedStaleColdLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("divergence: %s", deref(rep.Report.Divergence))
 	if rep.Holds() || rep.Report.ColdloadReadOK || rep.Report.Divergence == nil {
 		t.Fatalf("a stale cold load was not caught: %+v", rep.Report)
 	}
@@ -118,6 +120,7 @@ func TestAffinityDriveRedCorruptBeforeRecovery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("divergence: %s", deref(rep.Report.Divergence))
 	if rep.Holds() || rep.Report.CrashRecoveryOK || rep.Report.Divergence == nil {
 		t.Fatalf("a corrupt segment at recovery was not caught: %+v", rep.Report)
 	}

@@ -45,7 +45,7 @@ func TestAffinityAppendOneShot(t *testing.T) {
 	if err != nil || out.Refused() || out.Decision != affinity.DecisionOwned || out.NotOwner() != nil {
 		t.Fatalf("owner append = %+v, %v", out, err)
 	}
-	want := fmt.Sprintf(`{"action":"eventlog-append","execution_id":"%s","global_sequence":1,"byte_len":6,"created_stream":true,"log_record_count":1,"decision":"owned","shard_index":1,"shard_count":2,"owner_shard":1}`, id)
+	want := fmt.Sprintf(`{"action":"eventlog-append","execution_id":"%s","global_sequence":1,"byte_len":5,"created_stream":true,"log_record_count":1,"decision":"owned","shard_index":1,"shard_count":2,"owner_shard":1}`, id)
 	if got := mustJSON(t, out); got != want {
 		t.Fatalf("JSON\n got %s\nwant %s", got, want)
 	}
@@ -60,7 +60,7 @@ func TestAffinityAppendOneShot(t *testing.T) {
 	if !errors.As(out.NotOwner(), &noe) || noe.Owner != 1 {
 		t.Fatalf("NotOwner() = %v", out.NotOwner())
 	}
-	want = fmt.Sprintf(`{"action":"eventlog-append","execution_id":"%s","global_sequence":null,"byte_len":6,"created_stream":false,"log_record_count":null,"decision":"not_owner","shard_index":0,"shard_count":2,"owner_shard":1}`, id)
+	want = fmt.Sprintf(`{"action":"eventlog-append","execution_id":"%s","global_sequence":null,"byte_len":5,"created_stream":false,"log_record_count":null,"decision":"not_owner","shard_index":0,"shard_count":2,"owner_shard":1}`, id)
 	if got := mustJSON(t, out); got != want {
 		t.Fatalf("JSON\n got %s\nwant %s", got, want)
 	}

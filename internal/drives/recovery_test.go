@@ -105,6 +105,7 @@ func TestRecoveryDriveRedLostTail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("divergence: %s", deref(rep.Report.Divergence))
 	if rep.Holds() || rep.Recovered || rep.Report.ZeroLoss || rep.Report.CursorSurvived || rep.Report.Divergence == nil {
 		t.Fatalf("a lost tail was not reported: %+v", rep.Report)
 	}
@@ -123,6 +124,7 @@ func TestRecoveryDriveRedCorruptPayload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("divergence: %s", deref(rep.Report.Divergence))
 	if rep.Holds() || rep.Report.Divergence == nil {
 		t.Fatalf("a corrupt event was not reported: %+v", rep.Report)
 	}

@@ -367,13 +367,13 @@ func (d *Driver) Ack(consumer string, seq uint64) (uint64, error) {
 	if err := d.checkLocked(false); err != nil {
 		return 0, err
 	}
-	tip := uint64(len(d.events))
-	if seq == 0 || seq > tip {
-		return 0, fmt.Errorf("%w: ack of sequence %d outside 1..%d", localseg.ErrInvalidState, seq, tip)
-	}
 	cur, ok := d.consumers[name]
 	if !ok {
 		return 0, fmt.Errorf("%w: %q", localseg.ErrUnknownConsumer, name)
+	}
+	tip := uint64(len(d.events))
+	if seq == 0 || seq > tip {
+		return 0, fmt.Errorf("%w: ack of sequence %d outside 1..%d", localseg.ErrInvalidState, seq, tip)
 	}
 	if seq <= cur {
 		return cur, nil

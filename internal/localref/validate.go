@@ -50,10 +50,11 @@ func validateEvent(ev localseg.Event) (localseg.Event, error) {
 	return ev, nil
 }
 
-// checkLimit refuses a page size that cannot be served.
+// checkLimit refuses a negative page size. A limit of 0 is allowed: the
+// page then carries the counts and no records.
 func checkLimit(limit int) error {
-	if limit <= 0 {
-		return fmt.Errorf("%w: limit %d must be positive", localseg.ErrInvalidInput, limit)
+	if limit < 0 {
+		return fmt.Errorf("%w: negative limit %d", localseg.ErrInvalidInput, limit)
 	}
 	return nil
 }
