@@ -60,7 +60,7 @@ func PrintHeader(w io.Writer, m Machine, cfg map[string]any) {
 func PrintTable(w io.Writer, rows []Row) {
 	t := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	section := ""
-	for _, r := range rows {
+	for _, r := range groupBySection(rows) {
 		if r.Section != section {
 			if section != "" {
 				fmt.Fprintln(t, "\t\t\t\t")
@@ -108,4 +108,23 @@ func FormatNumber(v float64) string {
 	default:
 		return fmt.Sprintf("%.3g", v)
 	}
+}
+
+// groupBySection orders rows by the first appearance of their section,
+// keeping the order within a section, so a section that emits its ratio
+// rows between measured rows still prints as one block.
+func groupBySection(rows []Row) []Row {
+	var order []string
+	by := map[string][]Row{}
+	for _, r := range rows {
+		if _, ok := by[r.Section]; !ok {
+			order = append(order, r.Section)
+		}
+		by[r.Section] = append(by[r.Section], r)
+	}
+	out := make([]Row, 0, len(rows))
+	for _, s := range order {
+		out = append(out, by[s]...)
+	}
+	return out
 }

@@ -29,6 +29,9 @@ func init() {
 type memResult struct {
 	VmHWMKB     int64  `json:"vm_hwm_kb"`
 	VmRSSKB     int64  `json:"vm_rss_kb"`
+	RssAnonKB   int64  `json:"rss_anon_kb"`
+	RssFileKB   int64  `json:"rss_file_kb"`
+	HeapSys     uint64 `json:"heap_sys"`
 	HeapInuse   uint64 `json:"heap_inuse"`
 	IndexBytes  int64  `json:"index_bytes"`
 	Events      uint64 `json:"events"`
@@ -37,13 +40,16 @@ type memResult struct {
 }
 
 func readProc(r *memResult) error {
-	var err1, err2 error
+	var err1, err2, err3, err4 error
 	r.VmHWMKB, err1 = harness.ProcStatusKB("VmHWM")
 	r.VmRSSKB, err2 = harness.ProcStatusKB("VmRSS")
+	r.RssAnonKB, err3 = harness.ProcStatusKB("RssAnon")
+	r.RssFileKB, err4 = harness.ProcStatusKB("RssFile")
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	r.HeapInuse = ms.HeapInuse
-	return errors.Join(err1, err2)
+	r.HeapSys = ms.HeapSys
+	return errors.Join(err1, err2, err3, err4)
 }
 
 // childBaseline measures the bench binary doing nothing, the floor under
@@ -105,7 +111,7 @@ func runMemory(ctx context.Context, env *harness.Env) ([]harness.Row, error) {
 	if err != nil {
 		return []harness.Row{harness.Failed(section, label, "index bytes/event", err)}, nil
 	}
-	var base, perEvent, indexMiB, hwm, rss, heap, hwmAbove []float64
+	var base, perEvent, indexMiB, hwm, rss, anon, file, heap, heapSys, hwmAbove []float64
 	replayed := 0
 	var failed error
 	for range env.Reps {
@@ -133,7 +139,10 @@ func runMemory(ctx context.Context, env *harness.Env) ([]harness.Row, error) {
 		indexMiB = append(indexMiB, float64(r.IndexBytes)/(1<<20))
 		hwm = append(hwm, kbToMiB(r.VmHWMKB))
 		rss = append(rss, kbToMiB(r.VmRSSKB))
+		anon = append(anon, kbToMiB(r.RssAnonKB))
+		file = append(file, kbToMiB(r.RssFileKB))
 		heap = append(heap, float64(r.HeapInuse)/(1<<20))
+		heapSys = append(heapSys, float64(r.HeapSys)/(1<<20))
 		hwmAbove = append(hwmAbove, float64(r.VmHWMKB-b.VmHWMKB)*1024/float64(r.Events))
 	}
 	if failed != nil {
@@ -148,7 +157,10 @@ func runMemory(ctx context.Context, env *harness.Env) ([]harness.Row, error) {
 		harness.Measured(section, label+"/index total", "MiB", "MiB", indexMiB, ""),
 		harness.Measured(section, label+"/peak RSS (VmHWM)", "MiB", "MiB", hwm, openNote),
 		harness.Measured(section, label+"/RSS after GC", "MiB", "MiB", rss, ""),
+		harness.Measured(section, label+"/RSS after GC, anonymous", "MiB", "MiB", anon, "heap and stacks"),
+		harness.Measured(section, label+"/RSS after GC, file-backed", "MiB", "MiB", file, "the binary and any mapped file"),
 		harness.Measured(section, label+"/Go heap in use after GC", "MiB", "MiB", heap, ""),
+		harness.Measured(section, label+"/Go heap obtained from the OS", "MiB", "MiB", heapSys, "HeapSys: the heap's high-water mark, less what was returned"),
 		harness.Measured(section, label+"/peak RSS above baseline per event", "bytes/event", "bytes/event", hwmAbove, ""),
 		harness.Measured(section, "baseline process peak RSS", "MiB", "MiB", base, "the bench binary doing nothing"),
 	}, nil

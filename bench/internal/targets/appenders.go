@@ -10,9 +10,7 @@ import (
 	"time"
 
 	"github.com/bucketlog/bucketlog/localseg"
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftwal "github.com/hashicorp/raft-wal"
 	tidwal "github.com/tidwall/wal"
 	"golang.org/x/sys/unix"
 )
@@ -206,18 +204,14 @@ func (a *tidwallAppender) Close() error {
 // --- hashicorp/raft-wal ---
 
 type raftWALAppender struct {
-	w    *raftwal.WAL
+	w    raftWAL
 	mu   sync.Mutex // guards next; raft has a single writer of its log
 	next uint64
 	comb *combiner
 }
 
 func openRaftWAL(dir string, batch bool) (Appender, error) {
-	d := filepath.Join(dir, "raftwal")
-	if err := os.MkdirAll(d, 0o755); err != nil {
-		return nil, err
-	}
-	w, err := raftwal.Open(d, raftwal.WithLogger(hclog.NewNullLogger()))
+	w, err := openRaftWALStore(dir)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftwal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/metadb"
 	tidwal "github.com/tidwall/wal"
 )
 
@@ -176,11 +177,34 @@ func replayTidwall(dir string, payloadLen int) (uint64, error) {
 
 func raftWALDir(dir string) string { return filepath.Join(dir, "raftwal") }
 
-func openRaftWALStore(dir string) (*raftwal.WAL, error) {
-	if err := os.MkdirAll(raftWALDir(dir), 0o755); err != nil {
-		return nil, err
+// raftWAL is an open raft-wal with its meta store. WAL.Close (v0.4.0) does
+// not close the BoltDB meta store it opened, and bbolt's flock then blocks
+// the next Open of the same directory in this process for ever, so the
+// bench supplies the meta store and closes it after the WAL.
+type raftWAL struct {
+	*raftwal.WAL
+	meta *metadb.BoltMetaDB
+}
+
+func (w raftWAL) Close() error {
+	err := w.WAL.Close()
+	if merr := w.meta.Close(); err == nil {
+		err = merr
 	}
-	return raftwal.Open(raftWALDir(dir), raftwal.WithLogger(hclog.NewNullLogger()))
+	return err
+}
+
+func openRaftWALStore(dir string) (raftWAL, error) {
+	if err := os.MkdirAll(raftWALDir(dir), 0o755); err != nil {
+		return raftWAL{}, err
+	}
+	meta := &metadb.BoltMetaDB{}
+	w, err := raftwal.Open(raftWALDir(dir), raftwal.WithLogger(hclog.NewNullLogger()), raftwal.WithMetaStore(meta))
+	if err != nil {
+		meta.Close()
+		return raftWAL{}, err
+	}
+	return raftWAL{WAL: w, meta: meta}, nil
 }
 
 func buildRaftWAL(dir string, n int, p *Payload, _ int) error {
