@@ -7,7 +7,6 @@ package localseg
 import (
 	"errors"
 	"fmt"
-	"iter"
 	"log/slog"
 	"time"
 )
@@ -272,28 +271,11 @@ func (s *Store) Reclaim(throughSegment uint64) (ReclaimResult, error) {
 // IndexBytes is the memory held by the read index.
 func (s *Store) IndexBytes() int64 { return 0 }
 
-// EncodeFrame appends the frame (header and body) to dst.
-func EncodeFrame(dst []byte, f *Frame) ([]byte, error) { return dst, errUnimplemented }
-
-// DecodeFrame decodes the frame at the start of b and returns its length.
-func DecodeFrame(b []byte) (Frame, int, error) { return Frame{}, 0, errUnimplemented }
-
 // SegmentSummary describes a verified segment image.
 type SegmentSummary struct {
 	Frames, Events    int
 	FirstSeq, LastSeq uint64
 }
-
-// VerifySegment checks every frame of a segment image (magic, length, CRC,
-// JSON) and that Event sequences run consecutively from firstSeq (0: from
-// whatever the first event has). Errors are *CorruptionError with
-// Segment = segmentID.
-func VerifySegment(segmentID uint64, b []byte, firstSeq uint64) (SegmentSummary, error) {
-	return SegmentSummary{}, errUnimplemented
-}
-
-// Frames iterates over the frames of b, stopping at the first error.
-func Frames(b []byte) iter.Seq2[Frame, error] { return nil }
 
 // WriteSegmentFile durably creates segment id in dir with data (used by a
 // cold load). The caller syncs the directory once after the last file.

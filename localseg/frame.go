@@ -1,0 +1,735 @@
+package localseg
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"iter"
+	"strconv"
+	"unicode/utf8"
+)
+
+// Errors of the frame codec. Each wraps ErrCorrupt, so a caller that only
+// cares whether bytes are trustworthy tests errors.Is(err, ErrCorrupt).
+var (
+	errShortHeader = fmt.Errorf("%w: fewer than %d bytes left for a frame header", ErrCorrupt, HeaderSize)
+	errZeroHeader  = fmt.Errorf("%w: zero bytes where a frame header should start", ErrCorrupt)
+	errBadMagic    = fmt.Errorf("%w: bad frame magic", ErrCorrupt)
+	errBodyTooLong = fmt.Errorf("%w: body length over the %d-byte cap", ErrCorrupt, MaxBodyLen)
+	errShortBody   = fmt.Errorf("%w: frame body runs past the end of the data", ErrCorrupt)
+	errCRC         = fmt.Errorf("%w: CRC mismatch", ErrCorrupt)
+	errBadBody     = fmt.Errorf("%w: undecodable frame body", ErrCorrupt)
+	errSeqGap      = fmt.Errorf("%w: gap in global_sequence", ErrCorrupt)
+)
+
+// The literal pieces of the canonical (serde_json compact) bodies. Part of
+// the wire format; do not change.
+const (
+	litEventOpen      = `{"Event":{"global_sequence":`
+	litExecID         = `,"execution_id":"`
+	litTxnID          = `","transaction_id":"`
+	litPayload        = `","payload":"`
+	litClose2         = `"}}`
+	litCreateOpen     = `{"ConsumerCreate":{"consumer":"`
+	litAckOpen        = `{"Ack":{"consumer":"`
+	litAckSeq         = `","sequence":`
+	litDeleteOpen     = `{"ConsumerDelete":{"consumer":"`
+	litNumClose       = `}}`
+	eventFixedBodyLen = len(litEventOpen) + len(litExecID) + len(litTxnID) + len(litPayload) + len(litClose2)
+)
+
+// frameKindNames are the variant tags.
+var frameKindNames = [...]string{
+	KindEvent:          "Event",
+	KindConsumerCreate: "ConsumerCreate",
+	KindAck:            "Ack",
+	KindConsumerDelete: "ConsumerDelete",
+}
+
+// String returns the variant tag of k.
+func (k FrameKind) String() string {
+	if int(k) < len(frameKindNames) && k != 0 {
+		return frameKindNames[k]
+	}
+	return fmt.Sprintf("FrameKind(%d)", uint8(k))
+}
+
+func le32(b []byte) uint32 { return binary.LittleEndian.Uint32(b) }
+
+// putHeader fills the 12-byte header at the start of frame, whose body is
+// frame[HeaderSize:].
+func putHeader(frame []byte) {
+	body := frame[HeaderSize:]
+	binary.LittleEndian.PutUint32(frame[0:], FrameMagic)
+	binary.LittleEndian.PutUint32(frame[4:], uint32(len(body)))
+	binary.LittleEndian.PutUint32(frame[8:], crc32.ChecksumIEEE(body))
+}
+
+var zeroHeader [HeaderSize]byte
+
+// appendEventFrame appends the frame of an Event. The strings must be valid
+// UTF-8 (the caller validated them).
+func appendEventFrame(dst []byte, seq uint64, exec, txn, payload string) []byte {
+	h := len(dst)
+	dst = append(dst, zeroHeader[:]...)
+	dst = append(dst, litEventOpen...)
+	dst = strconv.AppendUint(dst, seq, 10)
+	dst = append(dst, litExecID...)
+	dst = appendEscapedContent(dst, exec)
+	dst = append(dst, litTxnID...)
+	dst = appendEscapedContent(dst, txn)
+	dst = append(dst, litPayload...)
+	dst = appendEscapedContent(dst, payload)
+	dst = append(dst, litClose2...)
+	putHeader(dst[h:])
+	return dst
+}
+
+// eventFrameLen is the length appendEventFrame will produce.
+func eventFrameLen(seq uint64, exec, txn, payload string) int64 {
+	return int64(HeaderSize+eventFixedBodyLen+decimalLen(seq)) +
+		escapedLen(exec) + escapedLen(txn) + escapedLen(payload)
+}
+
+// appendConsumerFrame appends a ConsumerCreate, Ack or ConsumerDelete frame.
+func appendConsumerFrame(dst []byte, kind FrameKind, consumer string, seq uint64) []byte {
+	h := len(dst)
+	dst = append(dst, zeroHeader[:]...)
+	switch kind {
+	case KindConsumerCreate:
+		dst = append(dst, litCreateOpen...)
+		dst = appendEscapedContent(dst, consumer)
+		dst = append(dst, litClose2...)
+	case KindAck:
+		dst = append(dst, litAckOpen...)
+		dst = appendEscapedContent(dst, consumer)
+		dst = append(dst, litAckSeq...)
+		dst = strconv.AppendUint(dst, seq, 10)
+		dst = append(dst, litNumClose...)
+	case KindConsumerDelete:
+		dst = append(dst, litDeleteOpen...)
+		dst = appendEscapedContent(dst, consumer)
+		dst = append(dst, litClose2...)
+	default:
+		panic("localseg: appendConsumerFrame of " + kind.String())
+	}
+	putHeader(dst[h:])
+	return dst
+}
+
+func decimalLen(v uint64) int {
+	n := 1
+	for v >= 10 {
+		v /= 10
+		n++
+	}
+	return n
+}
+
+// SWAR helpers: each works on 8 bytes at once and reports whether any byte
+// matches. They are exact as booleans (a borrow can only mis-locate a hit,
+// never invent one).
+const (
+	lsb8 = 0x0101010101010101
+	msb8 = 0x8080808080808080
+)
+
+func hasByteLess(x uint64, n byte) bool { return (x-lsb8*uint64(n))&^x&msb8 != 0 }
+func hasByte(x uint64, c byte) bool {
+	y := x ^ (lsb8 * uint64(c))
+	return (y-lsb8)&^y&msb8 != 0
+}
+
+// le64s loads 8 bytes of s at i; the compiler merges the loads.
+func le64s(s string, i int) uint64 {
+	_ = s[i+7]
+	return uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+}
+
+// needsEscape8 reports whether any of the 8 bytes is a control character,
+// a quote or a backslash.
+func needsEscape8(x uint64) bool {
+	return hasByteLess(x, 0x20) || hasByte(x, '"') || hasByte(x, '\\')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendEscaped appends s as a JSON string exactly as serde_json's compact
+// writer does: only '"', '\\' and control characters are escaped (\b \f \n
+// \r \t by name, the others as \u00XX with lowercase hex); everything else,
+// including '<', '>', '&', DEL, U+2028 and U+2029, is copied as raw UTF-8.
+func appendEscaped(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	dst = appendEscapedContent(dst, s)
+	return append(dst, '"')
+}
+
+// appendEscapedContent is appendEscaped without the quotes (the frame
+// encoders' literals carry them).
+func appendEscapedContent(dst []byte, s string) []byte {
+	start, i := 0, 0
+	for i < len(s) {
+		for i+8 <= len(s) && !needsEscape8(le64s(s, i)) {
+			i += 8
+		}
+		if i >= len(s) {
+			break
+		}
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			i++
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		switch c {
+		case '"':
+			dst = append(dst, '\\', '"')
+		case '\\':
+			dst = append(dst, '\\', '\\')
+		case '\b':
+			dst = append(dst, '\\', 'b')
+		case '\f':
+			dst = append(dst, '\\', 'f')
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		}
+		i++
+		start = i
+	}
+	return append(dst, s[start:]...)
+}
+
+// escapedLen is the length appendEscaped adds for s, without the quotes.
+func escapedLen(s string) int64 {
+	n := int64(len(s))
+	for i := 0; i < len(s); {
+		for i+8 <= len(s) && !needsEscape8(le64s(s, i)) {
+			i += 8
+		}
+		if i >= len(s) {
+			break
+		}
+		switch c := s[i]; {
+		case c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t':
+			n++
+		case c < 0x20:
+			n += 5
+		}
+		i++
+	}
+	return n
+}
+
+// span locates the raw contents of a JSON string inside a body.
+type span struct {
+	lo, hi int32
+	esc    bool // contains escapes: unescape before use
+}
+
+// bodyView is what the fast parser extracts from a canonical body without
+// allocating.
+type bodyView struct {
+	kind                        FrameKind
+	seq                         uint64
+	exec, txn, payload, consumr span
+}
+
+// parseBodyFast parses a body laid out exactly as this package (and
+// serde_json) writes it. It fully validates what it accepts; ok=false means
+// "not canonical", and the caller falls back to decodeBodySlow, which decides
+// whether the body is valid JSON of another layout or corrupt.
+func parseBodyFast(b []byte) (v bodyView, ok bool) {
+	var i int
+	switch {
+	case bytes.HasPrefix(b, []byte(litEventOpen)):
+		v.kind = KindEvent
+		if v.seq, i, ok = parseUintAt(b, len(litEventOpen)); !ok {
+			return v, false
+		}
+		if i, ok = litAt(b, i, litExecID); !ok {
+			return v, false
+		}
+		if v.exec, i, ok = scanString(b, i); !ok {
+			return v, false
+		}
+		if i, ok = litAt(b, i-1, litTxnID); !ok {
+			return v, false
+		}
+		if v.txn, i, ok = scanString(b, i); !ok {
+			return v, false
+		}
+		if i, ok = litAt(b, i-1, litPayload); !ok {
+			return v, false
+		}
+		if v.payload, i, ok = scanString(b, i); !ok {
+			return v, false
+		}
+		i, ok = litAt(b, i-1, litClose2)
+		return v, ok && i == len(b)
+	case bytes.HasPrefix(b, []byte(litAckOpen)):
+		v.kind = KindAck
+		if v.consumr, i, ok = scanString(b, len(litAckOpen)); !ok {
+			return v, false
+		}
+		if i, ok = litAt(b, i-1, litAckSeq); !ok {
+			return v, false
+		}
+		if v.seq, i, ok = parseUintAt(b, i); !ok {
+			return v, false
+		}
+		i, ok = litAt(b, i, litNumClose)
+		return v, ok && i == len(b)
+	case bytes.HasPrefix(b, []byte(litCreateOpen)):
+		v.kind = KindConsumerCreate
+		i = len(litCreateOpen)
+	case bytes.HasPrefix(b, []byte(litDeleteOpen)):
+		v.kind = KindConsumerDelete
+		i = len(litDeleteOpen)
+	default:
+		return v, false
+	}
+	if v.consumr, i, ok = scanString(b, i); !ok {
+		return v, false
+	}
+	i, ok = litAt(b, i-1, litClose2)
+	return v, ok && i == len(b)
+}
+
+// litAt matches lit at b[i:] and returns the index after it.
+func litAt(b []byte, i int, lit string) (int, bool) {
+	if len(b)-i < len(lit) || string(b[i:i+len(lit)]) != lit {
+		return i, false
+	}
+	return i + len(lit), true
+}
+
+// parseUintAt parses a canonical unsigned decimal (no sign, no leading zero,
+// no fraction or exponent) at b[i:].
+func parseUintAt(b []byte, i int) (uint64, int, bool) {
+	start := i
+	var v uint64
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		d := uint64(b[i] - '0')
+		if v > (1<<64-1-d)/10 {
+			return 0, i, false
+		}
+		v = v*10 + d
+		i++
+	}
+	n := i - start
+	if n == 0 || (n > 1 && b[start] == '0') {
+		return 0, i, false
+	}
+	return v, i, true
+}
+
+// scanString validates the JSON string whose contents start at b[i] (just
+// after the opening quote) and returns its span and the index just after
+// the closing quote. It rejects raw control characters, malformed escapes,
+// lone surrogates and invalid UTF-8, so a body it accepts decodes to exactly
+// the text that was written.
+func scanString(b []byte, i int) (span, int, bool) {
+	start := i
+	ascii, esc := true, false
+	for {
+		for i+8 <= len(b) {
+			x := binary.LittleEndian.Uint64(b[i:])
+			if needsEscape8(x) || x&msb8 != 0 {
+				break
+			}
+			i += 8
+		}
+		if i >= len(b) {
+			return span{}, i, false
+		}
+		switch c := b[i]; {
+		case c == '"':
+			if !ascii && !utf8.Valid(b[start:i]) {
+				return span{}, i, false
+			}
+			return span{lo: int32(start), hi: int32(i), esc: esc}, i + 1, true
+		case c == '\\':
+			n, ok := validEscape(b, i)
+			if !ok {
+				return span{}, i, false
+			}
+			esc = true
+			i += n
+		case c < 0x20:
+			return span{}, i, false
+		case c >= 0x80:
+			ascii = false
+			i++
+		default:
+			i++
+		}
+	}
+}
+
+// validEscape checks the escape sequence at b[i] ('\\') and returns its
+// length.
+func validEscape(b []byte, i int) (int, bool) {
+	if i+1 >= len(b) {
+		return 0, false
+	}
+	switch b[i+1] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		return 2, true
+	case 'u':
+		r, ok := hex4(b, i+2)
+		switch {
+		case !ok:
+			return 0, false
+		case r >= 0xD800 && r < 0xDC00:
+			if i+12 > len(b) || b[i+6] != '\\' || b[i+7] != 'u' {
+				return 0, false
+			}
+			r2, ok := hex4(b, i+8)
+			if !ok || r2 < 0xDC00 || r2 >= 0xE000 {
+				return 0, false
+			}
+			return 12, true
+		case r >= 0xDC00 && r < 0xE000:
+			return 0, false
+		}
+		return 6, true
+	}
+	return 0, false
+}
+
+func hex4(b []byte, i int) (rune, bool) {
+	if i+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}
+
+// unescape decodes the contents of a JSON string already validated by
+// scanString.
+func unescape(raw []byte) string {
+	out := make([]byte, 0, len(raw))
+	for i := 0; i < len(raw); {
+		c := raw[i]
+		if c != '\\' {
+			j := bytes.IndexByte(raw[i:], '\\')
+			if j < 0 {
+				j = len(raw) - i
+			}
+			out = append(out, raw[i:i+j]...)
+			i += j
+			continue
+		}
+		switch raw[i+1] {
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r, _ := hex4(raw, i+2)
+			if r >= 0xD800 && r < 0xDC00 {
+				r2, _ := hex4(raw, i+8)
+				r = 0x10000 + (r-0xD800)<<10 + (r2 - 0xDC00)
+				i += 6
+			}
+			out = utf8.AppendRune(out, r)
+			i += 6
+			continue
+		default: // '"', '\\', '/'
+			out = append(out, raw[i+1])
+		}
+		i += 2
+	}
+	return string(out)
+}
+
+// str materializes a span of body as a string.
+func (sp span) str(body []byte) string {
+	raw := body[sp.lo:sp.hi]
+	if sp.esc {
+		return unescape(raw)
+	}
+	return string(raw)
+}
+
+// frame materializes a view.
+func (v *bodyView) frame(body []byte) Frame {
+	f := Frame{Kind: v.kind, Seq: v.seq}
+	switch v.kind {
+	case KindEvent:
+		f.ExecutionID = v.exec.str(body)
+		f.TransactionID = v.txn.str(body)
+		f.Payload = v.payload.str(body)
+	default:
+		f.Consumer = v.consumr.str(body)
+	}
+	return f
+}
+
+func bodyErr(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{errBadBody}, args...)...)
+}
+
+// decodeBodySlow decodes any valid JSON encoding of a frame variant:
+// whitespace anywhere, fields in any order, unknown fields ignored (forward
+// compatibility). Field and variant names match exactly, as serde's do.
+// Invalid UTF-8 anywhere is refused rather than replaced, and strings are
+// decoded by scanString/unescape, so nothing is altered on the way.
+func decodeBodySlow(b []byte) (Frame, error) {
+	if !utf8.Valid(b) {
+		return Frame{}, bodyErr("invalid UTF-8")
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(b, &top); err != nil {
+		return Frame{}, bodyErr("%v", err)
+	}
+	if len(top) != 1 {
+		return Frame{}, bodyErr("want exactly one variant, found %d keys", len(top))
+	}
+	for name, raw := range top {
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
+			return Frame{}, bodyErr("variant %q is not an object", name)
+		}
+		var f Frame
+		var err error
+		switch name {
+		case "Event":
+			f.Kind = KindEvent
+			f.Seq, err = jsonUint(fields, "global_sequence", err)
+			f.ExecutionID, err = jsonString(fields, "execution_id", err)
+			f.TransactionID, err = jsonString(fields, "transaction_id", err)
+			f.Payload, err = jsonString(fields, "payload", err)
+		case "ConsumerCreate":
+			f.Kind = KindConsumerCreate
+			f.Consumer, err = jsonString(fields, "consumer", err)
+		case "Ack":
+			f.Kind = KindAck
+			f.Consumer, err = jsonString(fields, "consumer", err)
+			f.Seq, err = jsonUint(fields, "sequence", err)
+		case "ConsumerDelete":
+			f.Kind = KindConsumerDelete
+			f.Consumer, err = jsonString(fields, "consumer", err)
+		default:
+			return Frame{}, bodyErr("unknown variant %.64q", name)
+		}
+		return f, err
+	}
+	panic("unreachable")
+}
+
+func jsonString(fields map[string]json.RawMessage, name string, err error) (string, error) {
+	if err != nil {
+		return "", err
+	}
+	raw, ok := fields[name]
+	if !ok {
+		return "", bodyErr("missing field %q", name)
+	}
+	raw = bytes.TrimSpace(raw)
+	if len(raw) < 2 || raw[0] != '"' {
+		return "", bodyErr("field %q is not a string", name)
+	}
+	sp, end, ok := scanString(raw, 1)
+	if !ok || end != len(raw) {
+		return "", bodyErr("field %q: malformed string", name)
+	}
+	return sp.str(raw), nil
+}
+
+func jsonUint(fields map[string]json.RawMessage, name string, err error) (uint64, error) {
+	if err != nil {
+		return 0, err
+	}
+	raw, ok := fields[name]
+	if !ok {
+		return 0, bodyErr("missing field %q", name)
+	}
+	raw = bytes.TrimSpace(raw)
+	v, end, ok := parseUintAt(raw, 0)
+	if !ok || end != len(raw) {
+		return 0, bodyErr("field %q is not an unsigned integer: %.32s", name, raw)
+	}
+	return v, nil
+}
+
+// decodeBody decodes a body, by the fast path when it is canonical.
+func decodeBody(body []byte) (Frame, error) {
+	if v, ok := parseBodyFast(body); ok {
+		return v.frame(body), nil
+	}
+	return decodeBodySlow(body)
+}
+
+// frameAt checks the frame starting at data[o]: header, length and CRC. It
+// returns the frame's total length and its body, or an error saying why no
+// valid frame starts there (for a CRC mismatch, with the length and body the
+// header claims). The body itself is not parsed.
+func frameAt(data []byte, o int) (int, []byte, error) {
+	if len(data)-o < HeaderSize {
+		return 0, nil, errShortHeader
+	}
+	h := data[o : o+HeaderSize]
+	if m := le32(h); m != FrameMagic {
+		if m == 0 {
+			return 0, nil, errZeroHeader
+		}
+		return 0, nil, errBadMagic
+	}
+	n := le32(h[4:])
+	if n > MaxBodyLen {
+		return 0, nil, errBodyTooLong
+	}
+	if int64(n) > int64(len(data)-o-HeaderSize) {
+		return 0, nil, errShortBody
+	}
+	body := data[o+HeaderSize : o+HeaderSize+int(n)]
+	if crc32.ChecksumIEEE(body) != le32(h[8:]) {
+		// The claimed extent is still returned: torn-tail analysis
+		// looks at it.
+		return HeaderSize + int(n), body, errCRC
+	}
+	return HeaderSize + int(n), body, nil
+}
+
+// EncodeFrame appends the frame (header and body) to dst. The body is the
+// canonical compact JSON of SPEC §2, byte-identical to serde_json's. Strings
+// must be valid UTF-8 (ErrInvalidInput otherwise; they are never altered);
+// identifiers are not checked against the store's rules here.
+func EncodeFrame(dst []byte, f *Frame) ([]byte, error) {
+	check := func(what, s string) error {
+		if !utf8.ValidString(s) {
+			return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalidInput, what)
+		}
+		return nil
+	}
+	var n int64
+	switch f.Kind {
+	case KindEvent:
+		if err := errors.Join(check("execution_id", f.ExecutionID), check("transaction_id", f.TransactionID), check("payload", f.Payload)); err != nil {
+			return dst, err
+		}
+		n = eventFrameLen(f.Seq, f.ExecutionID, f.TransactionID, f.Payload)
+	case KindConsumerCreate, KindAck, KindConsumerDelete:
+		if err := check("consumer", f.Consumer); err != nil {
+			return dst, err
+		}
+		n = HeaderSize + int64(len(litAckOpen)+len(litAckSeq)+len(litNumClose)+20) + escapedLen(f.Consumer)
+	default:
+		return dst, fmt.Errorf("%w: unknown frame kind %d", ErrInvalidInput, f.Kind)
+	}
+	if n-HeaderSize > MaxBodyLen {
+		return dst, fmt.Errorf("%w: frame body of %d bytes is over the %d-byte cap", ErrTooLarge, n-HeaderSize, MaxBodyLen)
+	}
+	if f.Kind == KindEvent {
+		return appendEventFrame(dst, f.Seq, f.ExecutionID, f.TransactionID, f.Payload), nil
+	}
+	return appendConsumerFrame(dst, f.Kind, f.Consumer, f.Seq), nil
+}
+
+// DecodeFrame decodes the frame at the start of b and returns its length.
+// Errors wrap ErrCorrupt: too few bytes, a bad magic, a length over the cap
+// or past the end of b, a CRC mismatch, or a body that is not valid JSON of
+// a known variant (unknown fields are ignored).
+func DecodeFrame(b []byte) (Frame, int, error) {
+	n, body, err := frameAt(b, 0)
+	if err != nil {
+		return Frame{}, 0, err
+	}
+	f, err := decodeBody(body)
+	if err != nil {
+		return Frame{}, 0, err
+	}
+	return f, n, nil
+}
+
+// Frames iterates over the frames of b, stopping at the first error (a
+// *CorruptionError whose Offset locates it; Segment is 0).
+func Frames(b []byte) iter.Seq2[Frame, error] {
+	return func(yield func(Frame, error) bool) {
+		for o := 0; o < len(b); {
+			f, n, err := DecodeFrame(b[o:])
+			if err != nil {
+				yield(Frame{}, &CorruptionError{Offset: int64(o), Err: err})
+				return
+			}
+			if !yield(f, nil) {
+				return
+			}
+			o += n
+		}
+	}
+}
+
+// VerifySegment checks every frame of a segment image (magic, length, CRC,
+// JSON) and that Event sequences run consecutively from firstSeq (0: from
+// whatever the first event has). Errors are *CorruptionError with
+// Segment = segmentID. When the image holds no event, FirstSeq is firstSeq
+// and LastSeq is firstSeq-1 (both 0 when firstSeq is 0).
+func VerifySegment(segmentID uint64, b []byte, firstSeq uint64) (SegmentSummary, error) {
+	var sum SegmentSummary
+	next := firstSeq
+	for o := 0; o < len(b); {
+		n, body, err := frameAt(b, o)
+		if err != nil {
+			return sum, &CorruptionError{Segment: segmentID, Offset: int64(o), Err: err}
+		}
+		v, ok := parseBodyFast(body)
+		if !ok {
+			f, err := decodeBodySlow(body)
+			if err != nil {
+				return sum, &CorruptionError{Segment: segmentID, Offset: int64(o), Err: err}
+			}
+			v = bodyView{kind: f.Kind, seq: f.Seq}
+		}
+		if v.kind == KindEvent {
+			if next != 0 && v.seq != next {
+				return sum, &CorruptionError{Segment: segmentID, Offset: int64(o),
+					Err: fmt.Errorf("%w: expected %d, found %d", errSeqGap, next, v.seq)}
+			}
+			if sum.Events == 0 {
+				sum.FirstSeq = v.seq
+			}
+			sum.LastSeq = v.seq
+			sum.Events++
+			next = v.seq + 1
+			if next == 0 { // sequence space exhausted
+				return sum, &CorruptionError{Segment: segmentID, Offset: int64(o), Err: fmt.Errorf("%w: sequence overflow", ErrCorrupt)}
+			}
+		}
+		sum.Frames++
+		o += n
+	}
+	if sum.Events == 0 && firstSeq != 0 {
+		sum.FirstSeq, sum.LastSeq = firstSeq, firstSeq-1
+	}
+	return sum, nil
+}
