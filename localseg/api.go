@@ -1,8 +1,7 @@
 package localseg
 
-// This file is the agreed exported surface of localseg, written first so the
-// packages above it can be built in parallel. Implementations replace the
-// bodies; signatures change only by agreement.
+// This file is the agreed exported surface of localseg (types, constants,
+// errors); the methods live in the files named after what they do.
 
 import (
 	"errors"
@@ -44,6 +43,9 @@ var (
 	ErrClosed          = errors.New("localseg: store closed")
 	// ErrReclaimed reports a read of a sequence at or below the reclaim base.
 	ErrReclaimed = errors.New("localseg: reclaimed")
+	// ErrNotFound reports a point read of a sequence that does not exist
+	// (0, or above the tip).
+	ErrNotFound = errors.New("localseg: no such sequence")
 )
 
 // CorruptionError names the segment and byte offset of a corrupt frame.
@@ -208,84 +210,9 @@ func ShardDir(root string, shard int) string { return fmt.Sprintf("%s/shard-%04d
 // SegmentFileName is the file name of segment id.
 func SegmentFileName(id uint64) string { return fmt.Sprintf("seg-%016d.eslog", id) }
 
-// Store is one shard's durable segment log. It is safe for concurrent use.
-type Store struct{ _ int }
-
-var errUnimplemented = errors.New("localseg: not implemented")
-
-// Open opens (creating when writable) the store in dir.
-func Open(dir string, opts Options) (*Store, error) { return nil, errUnimplemented }
-
-func (s *Store) Close() error               { return errUnimplemented }
-func (s *Store) Dir() string                { return "" }
-func (s *Store) OpenReport() OpenReport     { return OpenReport{} }
-func (s *Store) Tip() uint64                { return 0 }
-func (s *Store) Snapshot() (Snapshot, error) { return Snapshot{}, errUnimplemented }
-
-// Append appends one event; it returns after the fsync that covers it.
-func (s *Store) Append(ev Event) (AppendResult, error) { return AppendResult{}, errUnimplemented }
-
-// AppendBatch validates every event first, then appends them as one group
-// (one fsync unless it rolls over). It returns the first and last sequence.
-func (s *Store) AppendBatch(evs []Event) (first, last uint64, err error) { return 0, 0, errUnimplemented }
-
-// AppendRecovered appends frames recovered from the bucket through the
-// ordinary durable path. Event sequences must continue the tip exactly.
-func (s *Store) AppendRecovered(frames []Frame) error { return errUnimplemented }
-
-func (s *Store) Scan(after uint64, limit int) (Page, error) { return Page{}, errUnimplemented }
-func (s *Store) ReadExecution(executionID string, after uint64, limit int) (Page, error) {
-	return Page{}, errUnimplemented
-}
-func (s *Store) Get(seq uint64) (Record, error)                       { return Record{}, errUnimplemented }
-func (s *Store) Pull(consumer string, limit int) (PullResult, error) { return PullResult{}, errUnimplemented }
-func (s *Store) Ack(consumer string, seq uint64) (uint64, error)     { return 0, errUnimplemented }
-func (s *Store) DeleteConsumer(consumer string) error                { return errUnimplemented }
-
-// Seal seals the active segment when it is non-empty.
-func (s *Store) Seal() (sealed bool, err error) { return false, errUnimplemented }
-
-// SealIfDue seals the active segment when it is non-empty and older than
-// SealMaxAge.
-func (s *Store) SealIfDue() (sealed bool, err error) { return false, errUnimplemented }
-
-// TailExtent returns the durable frames after event afterSeq (see Extent).
-func (s *Store) TailExtent(afterSeq uint64, maxBytes int64) (Extent, bool, error) {
-	return Extent{}, false, errUnimplemented
-}
-
-// ReadRange reads n bytes at off of a segment; the range must be durable.
-func (s *Store) ReadRange(segment uint64, off, n int64) ([]byte, error) {
-	return nil, errUnimplemented
-}
-
-// ReadSegment reads a whole sealed segment.
-func (s *Store) ReadSegment(id uint64) ([]byte, error) { return nil, errUnimplemented }
-
-// Reclaim removes sealed segments through throughSegment in the crash-safe
-// order of SPEC §6.
-func (s *Store) Reclaim(throughSegment uint64) (ReclaimResult, error) {
-	return ReclaimResult{}, errUnimplemented
-}
-
-// IndexBytes is the memory held by the read index.
-func (s *Store) IndexBytes() int64 { return 0 }
-
 // SegmentSummary describes a verified segment image.
 type SegmentSummary struct {
 	Frames, Events    int
 	FirstSeq, LastSeq uint64
 }
 
-// WriteSegmentFile durably creates segment id in dir with data (used by a
-// cold load). The caller syncs the directory once after the last file.
-func WriteSegmentFile(fsys FS, dir string, id uint64, data []byte) error { return errUnimplemented }
-
-// ReadReclaimManifest reads reclaim.json (zero when absent).
-func ReadReclaimManifest(fsys FS, dir string) (ReclaimManifest, error) {
-	return ReclaimManifest{}, errUnimplemented
-}
-
-// WriteReclaimManifest commits reclaim.json: temp file, fsync, rename,
-// directory fsync.
-func WriteReclaimManifest(fsys FS, dir string, m ReclaimManifest) error { return errUnimplemented }

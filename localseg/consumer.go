@@ -1,0 +1,112 @@
+package localseg
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Consumers (SPEC §2). A durable consumer is created by its first pull of a
+// non-empty store (a ConsumerCreate frame, durable before the pull
+// returns) and moved by Ack frames. Its cursor never moves backward. Each
+// operation validates against the head state (what the frames queued so
+// far leave) and returns only once that state is durable, so two
+// concurrent calls on one consumer stay consistent with the log order.
+
+// Pull returns up to limit records after the consumer's cursor (clamped to
+// the reclaim base), creating the consumer on its first pull of a
+// non-empty store. A pull of an empty store answers Exists=false and writes
+// nothing. A read-only store serves existing consumers and refuses to
+// create one (ErrReadOnly).
+func (s *Store) Pull(consumer string, limit int) (PullResult, error) {
+	name, err := validateName("consumer", consumer)
+	if err != nil {
+		return PullResult{}, err
+	}
+	if limit < 0 {
+		return PullResult{}, fmt.Errorf("%w: negative limit %d", ErrInvalidInput, limit)
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return PullResult{}, ErrClosed
+	}
+	if s.tip == 0 {
+		s.mu.Unlock()
+		return PullResult{}, nil
+	}
+	created := false
+	h := s.headCons[name]
+	if h == nil {
+		if err := s.checkWritableLocked(); err != nil {
+			s.mu.Unlock()
+			return PullResult{}, err
+		}
+		gen := s.enqueueConsumerLocked(KindConsumerCreate, name, 0)
+		h = &headConsumer{gen: gen}
+		s.headCons[strings.Clone(name)] = h
+		created = true
+	}
+	cursor := h.cursor
+	if err := s.awaitLocked(h.gen); err != nil {
+		s.mu.Unlock()
+		return PullResult{}, err
+	}
+	tip := s.tip
+	s.mu.Unlock()
+	recs, _, err := s.readAfter(cursor, limit)
+	if err != nil {
+		return PullResult{}, err
+	}
+	return PullResult{Exists: true, Created: created, Acked: cursor, Pending: tip - cursor, Records: recs}, nil
+}
+
+// Ack moves the consumer's cursor to seq and returns the cursor. Acking at
+// or below the cursor (but above 0) is a successful no-op that writes
+// nothing; acking 0 or beyond the tip is ErrInvalidState; an unknown
+// consumer is ErrUnknownConsumer.
+func (s *Store) Ack(consumer string, seq uint64) (uint64, error) {
+	name, err := validateName("consumer", consumer)
+	if err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.checkWritableLocked(); err != nil {
+		return 0, err
+	}
+	h := s.headCons[name]
+	switch {
+	case h == nil:
+		return 0, fmt.Errorf("%w: %s", ErrUnknownConsumer, name)
+	case seq == 0:
+		return 0, fmt.Errorf("%w: ack of sequence 0", ErrInvalidState)
+	case seq > s.tip:
+		return 0, fmt.Errorf("%w: ack of %d beyond the tip %d", ErrInvalidState, seq, s.tip)
+	case seq <= h.cursor:
+		cur := h.cursor
+		return cur, s.awaitLocked(h.gen)
+	}
+	h.gen = s.enqueueConsumerLocked(KindAck, name, seq)
+	h.cursor = seq
+	return seq, s.awaitLocked(h.gen)
+}
+
+// DeleteConsumer writes a ConsumerDelete frame: the consumer stops bounding
+// reclaim and replay forgets it. An unknown consumer is ErrUnknownConsumer.
+func (s *Store) DeleteConsumer(consumer string) error {
+	name, err := validateName("consumer", consumer)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.checkWritableLocked(); err != nil {
+		return err
+	}
+	if s.headCons[name] == nil {
+		return fmt.Errorf("%w: %s", ErrUnknownConsumer, name)
+	}
+	gen := s.enqueueConsumerLocked(KindConsumerDelete, name, 0)
+	delete(s.headCons, name)
+	return s.awaitLocked(gen)
+}

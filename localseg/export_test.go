@@ -1,0 +1,10 @@
+package localseg
+
+// SetUnsafeRetryFsyncForTest turns on the broken behaviour the poison rule
+// forbids (retry a failed fsync once and acknowledge when the retry
+// succeeds), for the RED control test in package localseg_test.
+func SetUnsafeRetryFsyncForTest(s *Store) { s.unsafeRetryFsync.Store(true) }
+
+// ReplayRunsForTest reports how many replays (at open or building the read
+// index) the store ran.
+func ReplayRunsForTest(s *Store) int64 { return s.replayRuns.Load() }

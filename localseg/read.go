@@ -1,0 +1,362 @@
+package localseg
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+)
+
+// ensureIndex builds the read index if it is not built yet. After an O(1)
+// open (trusted checkpoint) this is where the full replay runs, with every
+// CRC and the gapless sequence checked, so a corrupt frame is an error at
+// the first read. The replay reads without s.mu (appends continue); the
+// frames that became durable meanwhile are read under s.mu at the end.
+func (s *Store) ensureIndex() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		switch {
+		case s.closed:
+			return ErrClosed
+		case s.idx != nil:
+			return nil
+		case s.idxErr != nil:
+			return s.idxErr
+		case s.idxBuilding || s.reclaiming:
+			s.cond.Wait()
+			continue
+		}
+		break
+	}
+	s.idxBuilding = true
+	defer func() {
+		s.idxBuilding = false
+		s.cond.Broadcast()
+	}()
+	type segSnap struct {
+		id   uint64
+		size int64
+	}
+	snap := make([]segSnap, len(s.segs))
+	for i, seg := range s.segs {
+		snap[i] = segSnap{seg.id, seg.size}
+	}
+	r := &replay{tip: s.reclaimedSeq, cons: make(map[string]uint64), idx: newIndex()}
+	firsts := make(map[uint64]uint64, len(snap))
+	var buf []byte
+	walk := func(id uint64, from, to int64) error {
+		if to <= from {
+			return nil
+		}
+		var err error
+		if buf, err = s.readRange(id, buf, from, to); err != nil {
+			return err
+		}
+		r.first = firsts[id]
+		err = r.walkStrict(id, buf, from)
+		firsts[id] = r.first
+		return err
+	}
+
+	s.mu.Unlock()
+	var err error
+	for _, sn := range snap {
+		if err = walk(sn.id, 0, sn.size); err != nil {
+			break
+		}
+	}
+	s.mu.Lock()
+	if err == nil {
+		// Catch up with what became durable during the replay; s.mu
+		// keeps it still now.
+		for i, seg := range s.segs {
+			from := int64(0)
+			if i < len(snap) {
+				from = snap[i].size
+			}
+			if err = walk(seg.id, from, seg.size); err != nil {
+				break
+			}
+		}
+	}
+	if err == nil && (r.tip != s.tip || !maps.Equal(r.cons, s.cons)) {
+		err = fmt.Errorf("%w: the segments replay to tip %d and %d consumers, the checkpoint said tip %d and %d consumers (delete checkpoint.json to recover from the segments)",
+			ErrCorrupt, r.tip, len(r.cons), s.tip, len(s.cons))
+	}
+	s.replayRuns.Add(1)
+	if err != nil {
+		if errors.Is(err, ErrCorrupt) {
+			s.idxErr = err
+		}
+		return err
+	}
+	for _, seg := range s.segs {
+		if !seg.known {
+			seg.first, seg.known = firsts[seg.id], true
+		}
+	}
+	s.idx = r.idx
+	return nil
+}
+
+// readRange reads [from, to) of segment id into buf (grown as needed). It
+// takes no lock of the store's.
+func (s *Store) readRange(id uint64, buf []byte, from, to int64) ([]byte, error) {
+	r, err := s.readers.get(id)
+	if err != nil {
+		return buf, fmt.Errorf("localseg: open segment %d: %w", id, err)
+	}
+	defer s.readers.put(r)
+	return readSeg(r.f, id, buf, from, to)
+}
+
+// locLocked locates seq through the index, with the end of its segment.
+func (s *Store) locLocked(seq uint64) (loc, error) {
+	l, ok := s.idx.locate(seq)
+	if !ok {
+		return loc{}, fmt.Errorf("%w: sequence %d is not in the index", ErrCorrupt, seq)
+	}
+	if l.end < 0 {
+		seg := s.segByID(l.seg)
+		if seg == nil {
+			return loc{}, fmt.Errorf("%w: segment %d of sequence %d", ErrReclaimed, l.seg, seq)
+		}
+		l.end = seg.size
+	}
+	return l, nil
+}
+
+// locateRunLocked locates the n sequences from first on.
+func (s *Store) locateRunLocked(first, n uint64) ([]loc, error) {
+	locs := make([]loc, 0, n)
+	for seq := first; seq < first+n; seq++ {
+		l, err := s.locLocked(seq)
+		if err != nil {
+			return nil, err
+		}
+		locs = append(locs, l)
+	}
+	return locs, nil
+}
+
+// maxReadSpan bounds one read of adjacent frames.
+const maxReadSpan = 1 << 20
+
+// readLocs reads the events at locs, coalescing adjacent frames of one
+// segment into one read.
+func (s *Store) readLocs(locs []loc) ([]Record, error) {
+	out := make([]Record, 0, len(locs))
+	var buf []byte
+	for i := 0; i < len(locs); {
+		start, end := locs[i].off, locs[i].end
+		j := i + 1
+		for j < len(locs) && locs[j].seg == locs[i].seg && locs[j].off == locs[j-1].end && locs[j].end-start <= maxReadSpan {
+			end = locs[j].end
+			j++
+		}
+		if end-start > maxReadSpan {
+			// One location whose span holds more than its frame (a
+			// large frame, or consumer frames after it): read its
+			// header to know its length.
+			var hdr [HeaderSize]byte
+			if err := s.readAt(locs[i].seg, hdr[:], start); err != nil {
+				return nil, err
+			}
+			n := int64(le32(hdr[4:]))
+			if le32(hdr[:]) != FrameMagic || n > MaxBodyLen || start+HeaderSize+n > end {
+				return nil, &CorruptionError{Segment: locs[i].seg, Offset: start, Err: errBadMagic}
+			}
+			end = start + HeaderSize + n
+		}
+		var err error
+		if buf, err = s.readRange(locs[i].seg, buf, start, end); err != nil {
+			if errors.Is(err, ErrClosed) {
+				return nil, err
+			}
+			return nil, s.readErr(locs[i].seg, err)
+		}
+		for k := i; k < j; k++ {
+			rec, err := decodeRecord(buf[locs[k].off-start:], locs[k])
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, rec)
+		}
+		i = j
+	}
+	return out, nil
+}
+
+// decodeRecord decodes the event frame at the start of b, which the index
+// says is event l.seq.
+func decodeRecord(b []byte, l loc) (Record, error) {
+	_, body, err := frameAt(b, 0)
+	if err != nil {
+		return Record{}, &CorruptionError{Segment: l.seg, Offset: l.off, Err: err}
+	}
+	f, err := decodeBody(body)
+	if err != nil {
+		return Record{}, &CorruptionError{Segment: l.seg, Offset: l.off, Err: err}
+	}
+	if f.Kind != KindEvent || f.Seq != l.seq {
+		return Record{}, &CorruptionError{Segment: l.seg, Offset: l.off,
+			Err: fmt.Errorf("%w: the index locates event %d here, found %s %d", ErrCorrupt, l.seq, f.Kind, f.Seq)}
+	}
+	return Record{Seq: f.Seq, ExecutionID: f.ExecutionID, TransactionID: f.TransactionID, Payload: f.Payload}, nil
+}
+
+// Scan returns up to limit records after sequence after, in order. A
+// cursor below the reclaim base is clamped to it (Clamped). RecordCount
+// counts every record after the (clamped) cursor. An empty store answers
+// Exists=false, not an error.
+func (s *Store) Scan(after uint64, limit int) (Page, error) {
+	if limit < 0 {
+		return Page{}, fmt.Errorf("%w: negative limit %d", ErrInvalidInput, limit)
+	}
+	if err := s.ensureIndex(); err != nil {
+		return Page{}, err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return Page{}, ErrClosed
+	}
+	p := Page{Exists: s.tip > 0, Base: s.reclaimedSeq + 1}
+	from := after
+	if after < s.reclaimedSeq {
+		p.Clamped, from = true, s.reclaimedSeq
+	}
+	if s.tip > from {
+		p.RecordCount = s.tip - from
+	}
+	locs, err := s.locateRunLocked(from+1, min(p.RecordCount, uint64(limit)))
+	s.mu.Unlock()
+	if err != nil {
+		return Page{}, err
+	}
+	if p.Records, err = s.readLocs(locs); err != nil {
+		return Page{}, err
+	}
+	return p, nil
+}
+
+// readAfter reads up to limit records after cursor (clamped to the base)
+// and counts those in scope.
+func (s *Store) readAfter(cursor uint64, limit int) ([]Record, uint64, error) {
+	if err := s.ensureIndex(); err != nil {
+		return nil, 0, err
+	}
+	s.mu.Lock()
+	from := max(cursor, s.reclaimedSeq)
+	var count uint64
+	if s.tip > from {
+		count = s.tip - from
+	}
+	locs, err := s.locateRunLocked(from+1, min(count, uint64(limit)))
+	s.mu.Unlock()
+	if err != nil {
+		return nil, 0, err
+	}
+	recs, err := s.readLocs(locs)
+	return recs, count, err
+}
+
+// ReadExecution returns up to limit records of one execution after
+// sequence after, in order, through the per-execution index (it never
+// scans the log). An execution without retained events answers
+// Exists=false.
+func (s *Store) ReadExecution(executionID string, after uint64, limit int) (Page, error) {
+	exec, err := validateName("execution_id", executionID)
+	if err != nil {
+		return Page{}, err
+	}
+	if limit < 0 {
+		return Page{}, fmt.Errorf("%w: negative limit %d", ErrInvalidInput, limit)
+	}
+	if err := s.ensureIndex(); err != nil {
+		return Page{}, err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return Page{}, ErrClosed
+	}
+	p := Page{Base: s.reclaimedSeq + 1}
+	from := after
+	if after < s.reclaimedSeq {
+		p.Clamped, from = true, s.reclaimedSeq
+	}
+	l := s.idx.execs[exec]
+	if l == nil {
+		s.mu.Unlock()
+		return p, nil
+	}
+	p.Exists = true
+	seqs, count := l.after(from, limit)
+	p.RecordCount = count
+	locs := make([]loc, 0, len(seqs))
+	for _, seq := range seqs {
+		lc, err := s.locLocked(seq)
+		if err != nil {
+			s.mu.Unlock()
+			return Page{}, err
+		}
+		locs = append(locs, lc)
+	}
+	s.mu.Unlock()
+	if p.Records, err = s.readLocs(locs); err != nil {
+		return Page{}, err
+	}
+	return p, nil
+}
+
+// Get reads one event. A sequence at or below the reclaim base is
+// ErrReclaimed (distinct from corruption); one above the tip, or 0, is
+// ErrNotFound.
+func (s *Store) Get(seq uint64) (Record, error) {
+	check := func() error {
+		switch {
+		case s.closed:
+			return ErrClosed
+		case seq == 0 || seq > s.tip:
+			return fmt.Errorf("%w: sequence %d (tip %d)", ErrNotFound, seq, s.tip)
+		case seq <= s.reclaimedSeq:
+			return fmt.Errorf("%w: sequence %d (reclaimed through %d)", ErrReclaimed, seq, s.reclaimedSeq)
+		}
+		return nil
+	}
+	s.mu.Lock()
+	err := check()
+	s.mu.Unlock()
+	if err != nil {
+		return Record{}, err
+	}
+	if err := s.ensureIndex(); err != nil {
+		return Record{}, err
+	}
+	s.mu.Lock()
+	var l loc
+	if err = check(); err == nil {
+		l, err = s.locLocked(seq)
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return Record{}, err
+	}
+	recs, err := s.readLocs([]loc{l})
+	if err != nil {
+		return Record{}, err
+	}
+	return recs[0], nil
+}
+
+// IndexBytes is the memory held by the read index (0 until it is built):
+// the capacity of its slices and an estimate of its map's overhead.
+func (s *Store) IndexBytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.idx == nil {
+		return 0
+	}
+	return s.idx.bytes()
+}

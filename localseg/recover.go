@@ -1,0 +1,716 @@
+package localseg
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// replay rebuilds the store's state from frames: the tip (gapless from the
+// reclaim base), consumers, and optionally the read index.
+type replay struct {
+	tip    uint64
+	cons   map[string]uint64
+	idx    *index // nil: locations are not needed
+	first  uint64 // first event of the segment being walked
+	frames int64
+}
+
+// apply applies the valid frame body found at off of segment id.
+func (r *replay) apply(id uint64, off int64, body []byte) error {
+	var exec, consumer []byte
+	v, ok := parseBodyFast(body)
+	if ok {
+		if v.kind == KindEvent {
+			exec = spanBytes(body, v.exec)
+		} else {
+			consumer = spanBytes(body, v.consumr)
+		}
+	} else {
+		f, err := decodeBodySlow(body)
+		if err != nil {
+			return err
+		}
+		v.kind, v.seq = f.Kind, f.Seq
+		exec, consumer = []byte(f.ExecutionID), []byte(f.Consumer)
+	}
+	switch v.kind {
+	case KindEvent:
+		if v.seq != r.tip+1 {
+			return fmt.Errorf("%w: expected %d, found %d", errSeqGap, r.tip+1, v.seq)
+		}
+		r.tip = v.seq
+		if r.first == 0 {
+			r.first = v.seq
+		}
+		if r.idx != nil {
+			r.idx.addBytes(id, v.seq, off, exec)
+		}
+	case KindConsumerCreate:
+		if _, ok := r.cons[string(consumer)]; !ok {
+			r.cons[string(consumer)] = 0
+		}
+	case KindAck:
+		// An Ack also (re-)establishes its consumer: reclaim writes Acks
+		// forward so consumers outlive the segments that created them.
+		if cur, ok := r.cons[string(consumer)]; !ok || v.seq > cur {
+			r.cons[string(consumer)] = v.seq
+		}
+	case KindConsumerDelete:
+		delete(r.cons, string(consumer))
+	}
+	r.frames++
+	return nil
+}
+
+func spanBytes(body []byte, sp span) []byte {
+	if sp.esc {
+		return []byte(unescape(body[sp.lo:sp.hi]))
+	}
+	return body[sp.lo:sp.hi]
+}
+
+// walkStrict replays data, the bytes [base, base+len(data)) of segment id,
+// every one of which must belong to a valid frame: a sealed segment, or the
+// durable part of the active one.
+func (r *replay) walkStrict(id uint64, data []byte, base int64) error {
+	for o := 0; o < len(data); {
+		n, body, err := frameAt(data, o)
+		if err == nil {
+			err = r.apply(id, base+int64(o), body)
+		}
+		if err != nil {
+			return &CorruptionError{Segment: id, Offset: base + int64(o), Err: err}
+		}
+		o += n
+	}
+	return nil
+}
+
+// walkTail replays the highest segment, whose bytes [base, EOF) are data,
+// and returns its logical end: the end of data, or where a torn tail starts
+// (SPEC §2, Recovery). ckLen is the active_len of a checkpoint that names
+// this segment (-1 without one): bytes before it were fsynced, so nothing
+// there can be torn.
+func (r *replay) walkTail(id uint64, data []byte, base, ckLen int64) (int64, error) {
+	for o := 0; o < len(data); {
+		n, body, err := frameAt(data, o)
+		if err == nil {
+			if aerr := r.apply(id, base+int64(o), body); aerr != nil {
+				// A whole frame (its CRC matched): never a torn write.
+				return 0, &CorruptionError{Segment: id, Offset: base + int64(o), Err: aerr}
+			}
+			o += n
+			continue
+		}
+		if !isTornTail(data, o, base, ckLen) {
+			return 0, &CorruptionError{Segment: id, Offset: base + int64(o), Err: err}
+		}
+		return base + int64(o), nil
+	}
+	return base + int64(len(data)), nil
+}
+
+var magicBytes = []byte{0x01, 0x00, 0xdb, 0xe5}
+
+const sectorSize = 512
+
+// isTornTail decides whether the invalid bytes at data[o] (file offset
+// base+o of the highest segment) are a torn tail, which recovery drops, or
+// corruption, which it refuses to repair. The crash model: bytes covered by
+// a completed fsync are intact; an interrupted write leaves each of its
+// sectors either written or as before (zeros, since the store never writes
+// over anything but zeros or identical bytes), and a file whose size change
+// was not synced may end early. Hence, from position p = o on:
+//
+//   - fewer than 12 bytes left, or a zero header: the end of what was
+//     written (nothing after a zero header can have been acknowledged:
+//     an acknowledged frame's fsync covered every byte before it);
+//   - a header whose body runs past the end of the file (or over the cap):
+//     torn, unless a valid frame starts anywhere after p, which proves the
+//     length field itself is damaged;
+//   - a frame failing its CRC (or a magic whose bytes are each right or
+//     zero) with an all-zero 512-byte sector inside its extent: a lost
+//     sector, so no fsync covered it and nothing after it was acknowledged:
+//     torn, unless a valid frame starts inside the extent (a damaged
+//     length that swallowed its successor);
+//   - such a frame with only zero bytes in its body, or starting at or after
+//     the trusted checkpoint's active_len: torn only if everything after it
+//     is torn too (it is the last frame);
+//   - a valid frame, or bytes no torn write produces: not torn.
+//
+// Everything before ckLen was fsynced and is never torn.
+func isTornTail(data []byte, o int, base, ckLen int64) bool {
+	if base+int64(o) < ckLen {
+		return false
+	}
+	trusted := ckLen >= 0
+	for p := o; ; {
+		n, body, err := frameAt(data, p)
+		switch {
+		case err == nil:
+			return false
+		case errors.Is(err, errShortHeader), errors.Is(err, errZeroHeader):
+			return true
+		case errors.Is(err, errBodyTooLong), errors.Is(err, errShortBody):
+			return !validFrameIn(data, p+1, len(data))
+		case errors.Is(err, errBadMagic):
+			if !magicTornLike(data[p : p+4]) {
+				return false
+			}
+			bl := int64(le32(data[p+4:]))
+			if bl > MaxBodyLen || bl > int64(len(data)-p-HeaderSize) {
+				return !validFrameIn(data, p+1, len(data))
+			}
+			n = HeaderSize + int(bl)
+			body = data[p+HeaderSize : p+n]
+		}
+		// A frame whose header claims [p, p+n) but whose content does
+		// not check out.
+		end := p + n
+		if zeroSectorIn(data, base, p, end) {
+			return !validFrameIn(data, p+1, end)
+		}
+		weak := bytes.IndexByte(body, 0) >= 0 || !bytes.Equal(data[p:p+4], magicBytes)
+		if !weak && !trusted {
+			return false
+		}
+		p = end
+	}
+}
+
+// magicTornLike reports whether each byte of a (wrong) magic is either the
+// right byte or zero, as a sector lost in the middle of a header leaves it.
+func magicTornLike(m []byte) bool {
+	for i, c := range m {
+		if c != 0 && c != magicBytes[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// zeroSectorIn reports whether an all-zero 512-byte sector (aligned in the
+// file; at the end of the file it may be shorter) lies inside [p, end) of
+// data, which starts at file offset base.
+func zeroSectorIn(data []byte, base int64, p, end int) bool {
+	abs := base + int64(p)
+	s := (abs + sectorSize - 1) / sectorSize * sectorSize
+	for ; s < base+int64(end); s += sectorSize {
+		lo := int(s - base)
+		hi := min(lo+sectorSize, len(data))
+		if hi > end && hi != len(data) {
+			break // the sector reaches beyond the frame
+		}
+		if hi > lo && isAllZero(data[lo:hi]) {
+			return true
+		}
+	}
+	return false
+}
+
+// validFrameIn reports whether a frame with a matching CRC starts anywhere
+// in data[from:to).
+func validFrameIn(data []byte, from, to int) bool {
+	to = min(to, len(data))
+	for from < to {
+		j := bytes.Index(data[from:to], magicBytes)
+		if j < 0 {
+			return false
+		}
+		q := from + j
+		if _, _, err := frameAt(data, q); err == nil {
+			return true
+		}
+		from = q + 1
+	}
+	return false
+}
+
+// recover opens the store's files and rebuilds its state (SPEC §2).
+func (s *Store) recover() error {
+	if !s.readOnly {
+		if err := makeDirDurable(s.fs, s.dir); err != nil {
+			return fmt.Errorf("localseg: create %s: %w", s.dir, err)
+		}
+		l, err := s.fs.Lock(filepath.Join(s.dir, lockName))
+		if err != nil {
+			if errors.Is(err, ErrLocked) {
+				return err
+			}
+			return fmt.Errorf("localseg: lock %s: %w", s.dir, err)
+		}
+		s.lock = l
+	}
+	m, err := ReadReclaimManifest(s.fs, s.dir)
+	if err != nil {
+		return err
+	}
+	s.reclaimedSeq, s.reclaimedSeg = m.ReclaimedThroughSeq, m.ReclaimedThroughSegment
+	s.tip = s.reclaimedSeq
+
+	names, err := s.fs.ReadDir(s.dir)
+	if err != nil && !(s.readOnly && errors.Is(err, fs.ErrNotExist)) {
+		return fmt.Errorf("localseg: list %s: %w", s.dir, err)
+	}
+	var kept, leftovers []uint64
+	var tmps []string
+	for _, name := range names {
+		if id, ok := parseSegmentName(name); ok {
+			if id <= s.reclaimedSeg {
+				leftovers = append(leftovers, id)
+			} else {
+				kept = append(kept, id)
+			}
+		} else if strings.HasSuffix(name, tmpSuffix) && (strings.HasPrefix(name, segPrefix) || strings.HasPrefix(name, manifestName)) {
+			tmps = append(tmps, name)
+		}
+	}
+	slices.Sort(kept)
+	slices.Sort(leftovers)
+	if !s.readOnly && len(leftovers)+len(tmps) > 0 {
+		// Segments at or below the reclaim manifest are gone by
+		// definition (a crash interrupted their unlinks): they are
+		// deleted without being read. Temporary files are unfinished
+		// renames.
+		for _, id := range leftovers {
+			if err := s.fs.Remove(s.segPath(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("localseg: remove reclaimed segment %d: %w", id, err)
+			}
+		}
+		for _, name := range tmps {
+			if err := s.fs.Remove(filepath.Join(s.dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("localseg: remove %s: %w", name, err)
+			}
+		}
+		if err := s.fs.SyncDir(s.dir); err != nil {
+			return fmt.Errorf("localseg: fsync directory %s: %w", s.dir, err)
+		}
+		s.report.LeftoversRemoved = leftovers
+		if len(leftovers) > 0 {
+			s.log.Info("localseg: removed segments at or below the reclaim manifest", "dir", s.dir, "segments", leftovers)
+		}
+	}
+	for i, id := range kept {
+		if want := s.reclaimedSeg + 1 + uint64(i); id != want {
+			return &CorruptionError{Segment: want, Err: fmt.Errorf("%w: segment file missing (found %d next)", ErrCorrupt, id)}
+		}
+	}
+	if len(kept) == 0 {
+		if s.readOnly {
+			return nil
+		}
+		return s.createFirstSegment()
+	}
+	if err := s.recoverSegments(kept); err != nil || s.readOnly {
+		return err
+	}
+	// Every entry this store builds on (a segment or checkpoint created by
+	// a process that died before syncing the directory) is made durable
+	// before anything new is acknowledged.
+	if err := s.fs.SyncDir(s.dir); err != nil {
+		return fmt.Errorf("localseg: fsync directory %s: %w", s.dir, err)
+	}
+	return nil
+}
+
+// createFirstSegment starts a store with no segment: id 1, or one above the
+// last reclaimed.
+func (s *Store) createFirstSegment() error {
+	id := s.reclaimedSeg + 1
+	f, err := s.createSegmentFile(id)
+	if err != nil {
+		return err
+	}
+	s.segs = []*segment{{id: id, known: true, f: f}}
+	if err := s.fs.SyncDir(s.dir); err != nil {
+		return fmt.Errorf("localseg: fsync directory %s: %w", s.dir, err)
+	}
+	s.consNames = sortedNames(s.cons)
+	return s.openCheckpoint(true)
+}
+
+// createSegmentFile creates segment id, preallocated to the segment cap
+// unless preallocation is off, and fsyncs it. The caller syncs the
+// directory.
+func (s *Store) createSegmentFile(id uint64) (File, error) {
+	name := s.segPath(id)
+	f, err := s.fs.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("localseg: create segment %d: %w", id, err)
+	}
+	if s.prealloc {
+		if err := writeZeros(f, 0, s.maxSeg); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("localseg: preallocate segment %d: %w", id, err)
+		}
+	}
+	if err := s.datasync(f, true); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("localseg: fsync new segment %d: %w", id, err)
+	}
+	return f, nil
+}
+
+// loadCheckpoint reads checkpoint.json; nil when it is missing or does not
+// parse (the reason is logged: a replay follows, which is always correct).
+func (s *Store) loadCheckpoint() (*checkpoint, int, error) {
+	name := filepath.Join(s.dir, checkpointName)
+	f, err := s.fs.OpenFile(name, os.O_RDONLY, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, -1, nil
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("localseg: open %s: %w", name, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, 0, fmt.Errorf("localseg: stat %s: %w", name, err)
+	}
+	if st.Size() > 16<<20 {
+		s.log.Warn("localseg: checkpoint ignored", "dir", s.dir, "reason", "too large")
+		return nil, int(st.Size()), nil
+	}
+	b := make([]byte, st.Size())
+	if err := readFull(f, b, 0); err != nil {
+		return nil, 0, fmt.Errorf("localseg: read %s: %w", name, err)
+	}
+	c, err := parseCheckpoint(b)
+	if err != nil {
+		s.log.Warn("localseg: checkpoint ignored", "dir", s.dir, "reason", err)
+		return nil, len(b), nil
+	}
+	return &c, len(b), nil
+}
+
+// readSeg reads [from, to) of f into buf (grown as needed).
+func readSeg(f File, id uint64, buf []byte, from, to int64) ([]byte, error) {
+	n := to - from
+	if n > maxSegmentFile {
+		return buf, &CorruptionError{Segment: id, Offset: from, Err: fmt.Errorf("%w: segment file of %d bytes is larger than any writer produces", ErrCorrupt, to)}
+	}
+	if int64(cap(buf)) < n {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	if err := readFull(f, buf, from); err != nil {
+		return buf, fmt.Errorf("localseg: read segment %d: %w", id, err)
+	}
+	return buf, nil
+}
+
+// maxSegmentFile bounds what recovery reads into memory at once: far above
+// any segment a writer of this format produces (15 MiB, or one frame of the
+// 64 MiB reader cap), far below an absurd file.
+const maxSegmentFile = 256 << 20
+
+// recoverSegments recovers a store whose retained segments are ids.
+func (s *Store) recoverSegments(ids []uint64) error {
+	highest := ids[len(ids)-1]
+	for _, id := range ids[:len(ids)-1] {
+		st, err := s.fs.Stat(s.segPath(id))
+		if err != nil {
+			return fmt.Errorf("localseg: stat segment %d: %w", id, err)
+		}
+		s.segs = append(s.segs, &segment{id: id, size: st.Size(), sealed: true})
+	}
+	flag := os.O_RDWR
+	if s.readOnly {
+		flag = os.O_RDONLY
+	}
+	f, err := s.fs.OpenFile(s.segPath(highest), flag, 0)
+	if err != nil {
+		return fmt.Errorf("localseg: open segment %d: %w", highest, err)
+	}
+	active := &segment{id: highest}
+	if s.readOnly {
+		defer f.Close() // reads go through the reader cache
+	} else {
+		active.f = f
+	}
+	s.segs = append(s.segs, active)
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("localseg: stat segment %d: %w", highest, err)
+	}
+	size := st.Size()
+
+	ck, ckFileLen, err := s.loadCheckpoint()
+	if err != nil {
+		return err
+	}
+	ckLen := int64(-1)
+	if ck != nil && ck.ActiveSegmentID == highest && ck.ActiveLen <= size && ck.EventCount >= s.reclaimedSeq {
+		ckLen = ck.ActiveLen
+	}
+	trusted := false
+	if ckLen >= 0 {
+		peek := make([]byte, min(size-ckLen, 4))
+		if err := readFull(f, peek, ckLen); err != nil {
+			return fmt.Errorf("localseg: read segment %d: %w", highest, err)
+		}
+		// End of file, or zeros where the next header would start: the
+		// checkpoint covers everything (SPEC §2 trust rule).
+		trusted = isAllZero(peek)
+	}
+
+	var data []byte // [from, size) of the highest segment, when read
+	var from, end int64
+	switch {
+	case trusted:
+		s.tip = ck.EventCount
+		s.cons = maps.Clone(ck.Consumers)
+		from, end = ckLen, ckLen
+		if !s.readOnly && size > ckLen {
+			// Only to find (and drop) leftovers of an interrupted write
+			// beyond the zeros; this is a read, not a replay.
+			k, err := lastNonZeroAt(f, highest, ckLen, size)
+			if err != nil {
+				return err
+			}
+			if k >= 0 {
+				s.report.TornTailBytes = k + 1 - ckLen
+			}
+		}
+	case ckLen >= 0:
+		// A frame at active_len: appends the checkpoint missed. Replay
+		// from there only.
+		s.report.Replayed = true
+		s.replayRuns.Add(1)
+		if data, err = readSeg(f, highest, nil, ckLen, size); err != nil {
+			return err
+		}
+		from = ckLen
+		r := &replay{tip: ck.EventCount, cons: maps.Clone(ck.Consumers)}
+		if end, err = r.walkTail(highest, data, ckLen, ckLen); err != nil {
+			return err
+		}
+		s.tip, s.cons = r.tip, r.cons
+		if ckLen == 0 {
+			active.first, active.known = r.first, true
+		}
+	default:
+		s.report.Replayed = true
+		s.replayRuns.Add(1)
+		r := &replay{tip: s.reclaimedSeq, cons: make(map[string]uint64), idx: newIndex()}
+		var buf []byte
+		for _, seg := range s.segs[:len(s.segs)-1] {
+			rf, err := s.fs.OpenFile(s.segPath(seg.id), os.O_RDONLY, 0)
+			if err != nil {
+				return fmt.Errorf("localseg: open segment %d: %w", seg.id, err)
+			}
+			buf, err = readSeg(rf, seg.id, buf, 0, seg.size)
+			rf.Close()
+			if err != nil {
+				return err
+			}
+			r.first = 0
+			if err := r.walkStrict(seg.id, buf, 0); err != nil {
+				return err
+			}
+			seg.first, seg.known = r.first, true
+		}
+		if data, err = readSeg(f, highest, buf, 0, size); err != nil {
+			return err
+		}
+		r.first = 0
+		if end, err = r.walkTail(highest, data, 0, -1); err != nil {
+			return err
+		}
+		active.first, active.known = r.first, true
+		s.tip, s.cons, s.idx = r.tip, r.cons, r.idx
+	}
+	active.size = end
+	if data != nil {
+		if k := lastNonZero(data[end-from:]); k >= 0 {
+			s.report.TornTailBytes = int64(k) + 1
+		}
+	}
+	if s.report.TornTailBytes > 0 {
+		s.report.TornTailSegment = highest
+		s.log.Warn("localseg: torn tail", "dir", s.dir, "segment", highest, "offset", end, "bytes", s.report.TornTailBytes, "read_only", s.readOnly)
+	}
+	if !active.known {
+		if first, err := probeFirstEvent(f, highest, end); err == nil {
+			active.first, active.known = first, true
+		}
+	}
+	s.consNames = sortedNames(s.cons)
+	if s.readOnly {
+		return nil
+	}
+
+	// Repair (writable only). Drop what lies beyond the logical end, so
+	// later appends never sit in front of leftover bytes; re-write and
+	// fsync what is kept beyond the checkpoint, because bytes read back
+	// after a failed fsync may live only in the page cache; preallocate.
+	rewriteFrom := max(ckLen, 0)
+	changed := false
+	if s.report.TornTailBytes > 0 || (size > end && !s.prealloc) {
+		if err := f.Truncate(end); err != nil {
+			return fmt.Errorf("localseg: truncate the torn tail of segment %d: %w", highest, err)
+		}
+		size, changed = end, true
+	}
+	if end > rewriteFrom {
+		if _, err := f.WriteAt(data[rewriteFrom-from:end-from], rewriteFrom); err != nil {
+			return fmt.Errorf("localseg: re-write segment %d: %w", highest, err)
+		}
+		changed = true
+	}
+	if s.prealloc && size < s.maxSeg {
+		if err := writeZeros(f, size, s.maxSeg); err != nil {
+			return fmt.Errorf("localseg: preallocate segment %d: %w", highest, err)
+		}
+		changed = true
+	}
+	if changed {
+		if err := s.datasync(f, true); err != nil {
+			return fmt.Errorf("localseg: fsync segment %d: %w", highest, err)
+		}
+	}
+	if trusted {
+		s.ckptLen = ckFileLen
+		return s.openCheckpoint(false)
+	}
+	s.ckptLen = max(ckFileLen, 0)
+	return s.openCheckpoint(true)
+}
+
+// openCheckpoint opens checkpoint.json for the writer and, when write is
+// set, rewrites it from the current state and fsyncs it (and the directory
+// when the file is new).
+func (s *Store) openCheckpoint(write bool) error {
+	name := filepath.Join(s.dir, checkpointName)
+	_, statErr := s.fs.Stat(name)
+	f, err := s.fs.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("localseg: open %s: %w", name, err)
+	}
+	s.ckpt = f
+	if !write && statErr == nil {
+		return nil
+	}
+	s.encodeCheckpointLocked()
+	if err := s.writeCheckpoint(true); err != nil {
+		return err
+	}
+	if statErr != nil {
+		if err := s.fs.SyncDir(s.dir); err != nil {
+			return fmt.Errorf("localseg: fsync directory %s: %w", s.dir, err)
+		}
+	}
+	return nil
+}
+
+// encodeCheckpointLocked encodes the durable state into ckptBuf.
+func (s *Store) encodeCheckpointLocked() {
+	a := s.active()
+	s.ckptBuf = appendCheckpoint(s.ckptBuf[:0], s.tip, a.id, a.size, s.consNames, s.cons)
+}
+
+// writeCheckpoint writes ckptBuf over checkpoint.json in place, padded
+// with blanks to the longest earlier content. It is not fsynced unless
+// sync is set: it is a cache, and a lost or torn rewrite costs a replay at
+// the next open (its crc32 makes a torn one fail to parse).
+func (s *Store) writeCheckpoint(sync bool) error {
+	b := s.ckptBuf
+	for len(b) < s.ckptLen {
+		b = append(b, ' ')
+	}
+	s.ckptBuf = b
+	if _, err := s.ckpt.WriteAt(b, 0); err != nil {
+		return fmt.Errorf("localseg: write checkpoint: %w", err)
+	}
+	s.ckptLen = max(s.ckptLen, len(b))
+	if sync {
+		if err := s.datasync(s.ckpt, true); err != nil {
+			return fmt.Errorf("localseg: fsync checkpoint: %w", err)
+		}
+	}
+	return nil
+}
+
+// probeFirstEvent returns the sequence of the first event among the frames
+// in [0, size) of segment id (0 when there is none), reading only as far as
+// it needs to.
+func probeFirstEvent(f File, id uint64, size int64) (uint64, error) {
+	const chunk = 64 << 10
+	var buf []byte
+	var at int64 // file offset of buf[0]
+	read := func(o, n int64) error {
+		buf, at = make([]byte, n), o
+		if err := readFull(f, buf, o); err != nil {
+			return fmt.Errorf("localseg: read segment %d: %w", id, err)
+		}
+		return nil
+	}
+	for o := int64(0); o < size; {
+		rel := o - at
+		if buf == nil || rel+HeaderSize > int64(len(buf)) {
+			if size-o < HeaderSize {
+				return 0, &CorruptionError{Segment: id, Offset: o, Err: errShortHeader}
+			}
+			if err := read(o, min(size-o, chunk)); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		need := HeaderSize + int64(le32(buf[rel+4:]))
+		if need > MaxBodyLen+HeaderSize || o+need > size {
+			_, _, err := frameAt(buf[rel:rel+HeaderSize], 0)
+			if err == nil || errors.Is(err, errShortBody) {
+				err = errShortBody
+			}
+			return 0, &CorruptionError{Segment: id, Offset: o, Err: err}
+		}
+		if rel+need > int64(len(buf)) {
+			if err := read(o, min(size-o, max(need, chunk))); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		n, body, err := frameAt(buf, int(rel))
+		if err != nil {
+			return 0, &CorruptionError{Segment: id, Offset: o, Err: err}
+		}
+		if v, ok := parseBodyFast(body); ok {
+			if v.kind == KindEvent {
+				return v.seq, nil
+			}
+		} else if fr, err := decodeBodySlow(body); err != nil {
+			return 0, &CorruptionError{Segment: id, Offset: o, Err: err}
+		} else if fr.Kind == KindEvent {
+			return fr.Seq, nil
+		}
+		o += int64(n)
+	}
+	return 0, nil
+}
+
+// lastNonZeroAt returns the file offset of the last non-zero byte in
+// [from, to) of f, or -1, reading backwards in bounded chunks.
+func lastNonZeroAt(f File, id uint64, from, to int64) (int64, error) {
+	buf := make([]byte, min(to-from, 1<<20))
+	for end := to; end > from; {
+		start := max(from, end-int64(len(buf)))
+		b := buf[:end-start]
+		if err := readFull(f, b, start); err != nil {
+			return 0, fmt.Errorf("localseg: read segment %d: %w", id, err)
+		}
+		if k := lastNonZero(b); k >= 0 {
+			return start + int64(k), nil
+		}
+		end = start
+	}
+	return -1, nil
+}
+
+func sortedNames(m map[string]uint64) []string { return slices.Sorted(maps.Keys(m)) }

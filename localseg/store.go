@@ -1,0 +1,429 @@
+package localseg
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// segment is one retained segment file.
+type segment struct {
+	id     uint64
+	size   int64  // logical size: the durable frames, without preallocated zeros
+	first  uint64 // sequence of its first event; 0 when it has none (yet)
+	known  bool   // first is known (false until probed after an O(1) open)
+	sealed bool   // has a successor; immutable
+	f      File   // the writer's handle (active segment of a writable store)
+}
+
+// headConsumer is a consumer as the frames queued so far leave it.
+type headConsumer struct {
+	cursor uint64
+	gen    uint64 // the group carrying its latest change
+}
+
+// item is one frame of a group.
+type item struct {
+	start, end int // the frame in batch.buf
+	kind       FrameKind
+	seq        uint64
+	name       string // execution id or consumer
+	// Placed by the writer.
+	seg *segment
+	off int64
+}
+
+// batch is a group of frames that share one write and one fdatasync.
+type batch struct {
+	gen   uint64
+	buf   []byte
+	items []item
+}
+
+func (b *batch) reset(gen uint64) {
+	b.gen = gen
+	if cap(b.buf) > 4*DefaultSegmentMaxBytes {
+		b.buf = nil // a huge batch once should not pin its buffer forever
+	}
+	b.buf = b.buf[:0]
+	clear(b.items) // drop the references to callers' strings
+	b.items = b.items[:0]
+}
+
+// Store is one shard's durable segment log. It is safe for concurrent use:
+// appends, consumer operations and reads may run from any number of
+// goroutines. See the package documentation for the locking design.
+type Store struct {
+	dir      string
+	fs       FS
+	readOnly bool
+	maxSeg   int64
+	prealloc bool
+	sealAge  time.Duration
+	now      func() time.Time
+	log      *slog.Logger
+	obs      Observer
+	lock     io.Closer
+	report   OpenReport
+	readers  readerCache
+
+	// unsafeRetryFsync, set only by a RED control test, retries a failed
+	// fsync once and acknowledges when the retry succeeds: the behaviour
+	// the poison rule exists to forbid.
+	unsafeRetryFsync atomic.Bool
+	// replayRuns counts replays (at open, or building the index); tests
+	// check an O(1) open does none.
+	replayRuns atomic.Int64
+	tipA       atomic.Uint64
+
+	mu   sync.Mutex
+	cond sync.Cond // a group completed, the writer role was released, an index build ended
+
+	closed  bool
+	poison  error
+	writing bool // someone holds the writer role (a group leader, Seal, Reclaim, Close)
+
+	// Head state: what the frames assigned so far (durable or queued)
+	// leave. Guarded by mu.
+	nextSeq  uint64
+	headCons map[string]*headConsumer
+	pend     *batch
+	spare    *batch
+	genDone  uint64 // the last group whose fsync completed
+
+	// Durable state: what completed fsyncs cover. Guarded by mu; changed
+	// only by the holder of the writer role.
+	tip          uint64
+	reclaimedSeq uint64
+	reclaimedSeg uint64
+	cons         map[string]uint64
+	consNames    []string // sorted keys of cons
+	segs         []*segment
+	activeSince  time.Time
+
+	// Read index, built lazily. Guarded by mu.
+	idx         *index
+	idxBuilding bool
+	idxErr      error
+	reclaiming  bool
+
+	// Checkpoint file; used only by the writer-role holder.
+	ckpt    File
+	ckptBuf []byte
+	ckptLen int
+}
+
+func resolveOptions(opts Options) (Options, error) {
+	switch {
+	case opts.SegmentMaxBytes == 0:
+		opts.SegmentMaxBytes = DefaultSegmentMaxBytes
+	case opts.SegmentMaxBytes < 0 || opts.SegmentMaxBytes > MaxSegmentBytes:
+		return opts, fmt.Errorf("%w: segment max bytes %d: must be between 1 and %d", ErrInvalidInput, opts.SegmentMaxBytes, MaxSegmentBytes)
+	}
+	if opts.SealMaxAge < 0 {
+		return opts, fmt.Errorf("%w: negative seal max age %v", ErrInvalidInput, opts.SealMaxAge)
+	}
+	if opts.FS == nil {
+		opts.FS = OSFS{}
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return opts, nil
+}
+
+// Open opens (creating when writable) the store in dir and recovers it as
+// SPEC §2 describes. A writable open takes the directory's lock and fails
+// at once with ErrLocked when another writer holds it. A read-only open
+// takes no lock, writes nothing and serves what is on disk (a directory
+// that does not exist reads as an empty store).
+func Open(dir string, opts Options) (*Store, error) {
+	opts, err := resolveOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{
+		dir:      dir,
+		fs:       opts.FS,
+		readOnly: opts.ReadOnly,
+		maxSeg:   opts.SegmentMaxBytes,
+		prealloc: !opts.NoPreallocate,
+		sealAge:  opts.SealMaxAge,
+		now:      opts.Now,
+		log:      opts.Logger,
+		obs:      opts.Observer,
+		headCons: make(map[string]*headConsumer),
+		cons:     make(map[string]uint64),
+		pend:     &batch{gen: 1},
+		spare:    &batch{},
+	}
+	s.cond.L = &s.mu
+	s.readers.init(s.fs, dir)
+	if err := s.recover(); err != nil {
+		s.closeFiles()
+		return nil, err
+	}
+	s.nextSeq = s.tip + 1
+	s.tipA.Store(s.tip)
+	for name, c := range s.cons {
+		s.headCons[name] = &headConsumer{cursor: c}
+	}
+	s.consNames = sortedNames(s.cons)
+	s.activeSince = s.now()
+	return s, nil
+}
+
+func (s *Store) segPath(id uint64) string { return filepath.Join(s.dir, SegmentFileName(id)) }
+
+// Close flushes any queued frames (their appenders get their outcome),
+// then releases the files and the lock. It writes nothing else: the
+// checkpoint was written after the last group. Later calls fail with
+// ErrClosed.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	if !s.readOnly {
+		s.acquireWriterLocked()
+		if s.poison == nil {
+			_ = s.flushLocked() // a failure poisons and reaches the waiters
+		}
+	}
+	s.closed = true
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	return s.closeFiles()
+}
+
+func (s *Store) closeFiles() error {
+	var errs []error
+	for _, seg := range s.segs {
+		if seg.f != nil {
+			errs = append(errs, seg.f.Close())
+			seg.f = nil
+		}
+	}
+	if s.ckpt != nil {
+		errs = append(errs, s.ckpt.Close())
+		s.ckpt = nil
+	}
+	s.readers.closeAll()
+	if s.lock != nil {
+		errs = append(errs, s.lock.Close())
+		s.lock = nil
+	}
+	return errors.Join(errs...)
+}
+
+// Dir is the store's directory.
+func (s *Store) Dir() string { return s.dir }
+
+// OpenReport says what Open found and did.
+func (s *Store) OpenReport() OpenReport {
+	r := s.report
+	r.LeftoversRemoved = append([]uint64(nil), r.LeftoversRemoved...)
+	return r
+}
+
+// Tip is the highest durable sequence (the reclaim base when every event
+// was reclaimed; 0 for an empty store).
+func (s *Store) Tip() uint64 { return s.tipA.Load() }
+
+// checkWritableLocked returns why the store refuses writes, if it does.
+func (s *Store) checkWritableLocked() error {
+	switch {
+	case s.closed:
+		return ErrClosed
+	case s.readOnly:
+		return ErrReadOnly
+	case s.poison != nil:
+		return s.poison
+	}
+	return nil
+}
+
+// poisonLocked records the first write or fsync error. From then on every
+// write fails until the store is reopened: after a failed fsync Linux may
+// have dropped the dirty pages and report the next fsync as a success, so
+// nothing written since the last good fsync may ever be acknowledged.
+func (s *Store) poisonLocked(err error) {
+	if s.poison == nil {
+		s.poison = fmt.Errorf("%w: %w", ErrPoisoned, err)
+		s.log.Error("localseg: store poisoned; appends fail until it is reopened", "dir", s.dir, "err", err)
+	}
+}
+
+func (s *Store) acquireWriterLocked() {
+	for s.writing {
+		s.cond.Wait()
+	}
+	s.writing = true
+}
+
+func (s *Store) releaseWriterLocked() {
+	s.writing = false
+	s.cond.Broadcast()
+}
+
+func (s *Store) active() *segment { return s.segs[len(s.segs)-1] }
+
+// segByID returns the retained segment id, or nil.
+func (s *Store) segByID(id uint64) *segment {
+	if len(s.segs) == 0 || id < s.segs[0].id {
+		return nil
+	}
+	if i := id - s.segs[0].id; i < uint64(len(s.segs)) {
+		return s.segs[i]
+	}
+	return nil
+}
+
+// datasync makes f's data durable, reporting the time to the observer.
+func (s *Store) datasync(f File, full bool) error {
+	start := time.Now()
+	sync := f.Datasync
+	if full {
+		sync = f.Sync
+	}
+	err := sync()
+	if err != nil && s.unsafeRetryFsync.Load() {
+		// The broken behaviour, for the RED control only.
+		err = sync()
+	}
+	if s.obs != nil {
+		s.obs.Fsync(time.Since(start))
+	}
+	return err
+}
+
+// readerCache keeps a bounded number of segment files open for reads.
+// Handles are reference-counted so a file is closed only when no read
+// uses it (a reclaimed segment's handle stays readable until then).
+type readerCache struct {
+	mu     sync.Mutex
+	fs     FS
+	dir    string
+	open   map[uint64]*rfile
+	clock  uint64
+	closed bool
+}
+
+type rfile struct {
+	id   uint64
+	f    File
+	refs int
+	used uint64
+	dead bool
+}
+
+const maxOpenReaders = 32
+
+func (c *readerCache) init(fsys FS, dir string) {
+	c.fs, c.dir, c.open = fsys, dir, make(map[uint64]*rfile)
+}
+
+func (c *readerCache) get(id uint64) (*rfile, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	c.clock++
+	if r := c.open[id]; r != nil {
+		r.refs++
+		r.used = c.clock
+		return r, nil
+	}
+	f, err := c.fs.OpenFile(filepath.Join(c.dir, SegmentFileName(id)), os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	r := &rfile{id: id, f: f, refs: 1, used: c.clock}
+	c.open[id] = r
+	for len(c.open) > maxOpenReaders {
+		var victim *rfile
+		for _, o := range c.open {
+			if o.refs == 0 && (victim == nil || o.used < victim.used) {
+				victim = o
+			}
+		}
+		if victim == nil {
+			break
+		}
+		delete(c.open, victim.id)
+		victim.f.Close()
+	}
+	return r, nil
+}
+
+func (c *readerCache) put(r *rfile) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r.refs--
+	if r.refs == 0 && r.dead {
+		r.f.Close()
+	}
+}
+
+// drop forgets segment id (reclaimed); an in-use handle closes when
+// released.
+func (c *readerCache) drop(id uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r := c.open[id]; r != nil {
+		delete(c.open, id)
+		r.dead = true
+		if r.refs == 0 {
+			r.f.Close()
+		}
+	}
+}
+
+func (c *readerCache) closeAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	for id, r := range c.open {
+		delete(c.open, id)
+		r.dead = true
+		if r.refs == 0 {
+			r.f.Close()
+		}
+	}
+}
+
+// readAt reads len(p) bytes at off of segment id.
+func (s *Store) readAt(id uint64, p []byte, off int64) error {
+	r, err := s.readers.get(id)
+	if err != nil {
+		return s.readErr(id, err)
+	}
+	defer s.readers.put(r)
+	if err := readFull(r.f, p, off); err != nil {
+		return fmt.Errorf("localseg: read segment %d at %d: %w", id, off, err)
+	}
+	return nil
+}
+
+// readErr explains a failed open of a segment for reading: a segment
+// reclaimed meanwhile reads as ErrReclaimed.
+func (s *Store) readErr(id uint64, err error) error {
+	s.mu.Lock()
+	reclaimed := id <= s.reclaimedSeg
+	s.mu.Unlock()
+	if reclaimed {
+		return fmt.Errorf("%w: segment %d", ErrReclaimed, id)
+	}
+	return fmt.Errorf("localseg: open segment %d: %w", id, err)
+}
