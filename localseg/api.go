@@ -59,7 +59,7 @@ type CorruptionError struct {
 func (e *CorruptionError) Error() string {
 	return fmt.Sprintf("localseg: corrupt segment %d at offset %d: %v", e.Segment, e.Offset, e.Err)
 }
-func (e *CorruptionError) Unwrap() error      { return e.Err }
+func (e *CorruptionError) Unwrap() error        { return e.Err }
 func (e *CorruptionError) Is(target error) bool { return target == ErrCorrupt }
 
 // FrameKind is the variant of a frame.
@@ -215,4 +215,3 @@ type SegmentSummary struct {
 	Frames, Events    int
 	FirstSeq, LastSeq uint64
 }
-

@@ -116,8 +116,8 @@ func TestDecodeAlternativeLayouts(t *testing.T) {
 		}
 	}
 	acks := map[string]Frame{
-		`{"Ack":{"sequence":3,"consumer":"c"}}`:         {Kind: KindAck, Seq: 3, Consumer: "c"},
-		`{"ConsumerCreate":{"consumer":"c","x":null}}`:  {Kind: KindConsumerCreate, Consumer: "c"},
+		`{"Ack":{"sequence":3,"consumer":"c"}}`:          {Kind: KindAck, Seq: 3, Consumer: "c"},
+		`{"ConsumerCreate":{"consumer":"c","x":null}}`:   {Kind: KindConsumerCreate, Consumer: "c"},
 		`{"ConsumerDelete":{"consumer":"\ud83d\ude00"}}`: {Kind: KindConsumerDelete, Consumer: "😀"},
 	}
 	for b, w := range acks {
@@ -135,23 +135,23 @@ func TestDecodeRejects(t *testing.T) {
 		`null`,
 		`{}`,
 		`[]`,
-		`{"Event":{"global_sequence":1,"execution_id":"e","transaction_id":"t"}}`,                  // missing payload
-		`{"Event":{"global_sequence":-1,"execution_id":"e","transaction_id":"t","payload":""}}`,    // negative
-		`{"Event":{"global_sequence":1.0,"execution_id":"e","transaction_id":"t","payload":""}}`,   // float
-		`{"Event":{"global_sequence":"1","execution_id":"e","transaction_id":"t","payload":""}}`,   // string
+		`{"Event":{"global_sequence":1,"execution_id":"e","transaction_id":"t"}}`,                // missing payload
+		`{"Event":{"global_sequence":-1,"execution_id":"e","transaction_id":"t","payload":""}}`,  // negative
+		`{"Event":{"global_sequence":1.0,"execution_id":"e","transaction_id":"t","payload":""}}`, // float
+		`{"Event":{"global_sequence":"1","execution_id":"e","transaction_id":"t","payload":""}}`, // string
 		`{"Event":{"global_sequence":18446744073709551616,"execution_id":"e","transaction_id":"t","payload":""}}`,
-		`{"event":{"global_sequence":1,"execution_id":"e","transaction_id":"t","payload":""}}`,     // case
-		`{"Event":{"Global_Sequence":1,"execution_id":"e","transaction_id":"t","payload":""}}`,     // case
-		`{"Snapshot":{"x":1}}`,                                                                    // unknown variant
-		`{"Ack":{"consumer":"c","sequence":1},"Event":{}}`,                                        // two variants
-		`{"Ack":{"consumer":"c","sequence":1}} x`,                                                 // trailing
-		`{"Ack":{"consumer":"\ud800","sequence":1}}`,                                              // lone surrogate
-		`{"Ack":{"consumer":"\udc00x","sequence":1}}`,                                             // lone low surrogate
-		`{"Ack":{"consumer":"a` + "\x01" + `","sequence":1}}`,                                     // raw control
-		"{\"Ack\":{\"consumer\":\"\xff\",\"sequence\":1}}",                                        // invalid UTF-8
-		"{\"Ack\":{\"consumer\":\"c\",\"sequence\":1,\"x\":\"\xc3\"}}",                            // invalid UTF-8 in an unknown field
-		`{"Ack":{"consumer":"c","sequence":01}}`,                                                  // leading zero
-		`{"Ack":{"consumer":"c\q","sequence":1}}`,                                                 // bad escape
+		`{"event":{"global_sequence":1,"execution_id":"e","transaction_id":"t","payload":""}}`, // case
+		`{"Event":{"Global_Sequence":1,"execution_id":"e","transaction_id":"t","payload":""}}`, // case
+		`{"Snapshot":{"x":1}}`,                                         // unknown variant
+		`{"Ack":{"consumer":"c","sequence":1},"Event":{}}`,             // two variants
+		`{"Ack":{"consumer":"c","sequence":1}} x`,                      // trailing
+		`{"Ack":{"consumer":"\ud800","sequence":1}}`,                   // lone surrogate
+		`{"Ack":{"consumer":"\udc00x","sequence":1}}`,                  // lone low surrogate
+		`{"Ack":{"consumer":"a` + "\x01" + `","sequence":1}}`,          // raw control
+		"{\"Ack\":{\"consumer\":\"\xff\",\"sequence\":1}}",             // invalid UTF-8
+		"{\"Ack\":{\"consumer\":\"c\",\"sequence\":1,\"x\":\"\xc3\"}}", // invalid UTF-8 in an unknown field
+		`{"Ack":{"consumer":"c","sequence":01}}`,                       // leading zero
+		`{"Ack":{"consumer":"c\q","sequence":1}}`,                      // bad escape
 		`{"Ack":"c"}`,
 	}
 	for _, b := range bad {

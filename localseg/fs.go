@@ -73,10 +73,10 @@ func (OSFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
 	return osFile{f}, nil
 }
 
-func (OSFS) Remove(name string) error                 { return os.Remove(name) }
-func (OSFS) Rename(oldname, newname string) error     { return os.Rename(oldname, newname) }
+func (OSFS) Remove(name string) error                    { return os.Remove(name) }
+func (OSFS) Rename(oldname, newname string) error        { return os.Rename(oldname, newname) }
 func (OSFS) MkdirAll(dir string, perm os.FileMode) error { return os.MkdirAll(dir, perm) }
-func (OSFS) Stat(name string) (os.FileInfo, error)    { return os.Stat(name) }
+func (OSFS) Stat(name string) (os.FileInfo, error)       { return os.Stat(name) }
 
 func (OSFS) ReadDir(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
