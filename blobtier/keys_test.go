@@ -159,6 +159,7 @@ func TestMetaEncodeDecode(t *testing.T) {
 		"empty length":      {"length": "", "xxh64": "26c7827d889f6da3"},
 		"spaces in length":  {"length": " 5", "xxh64": "26c7827d889f6da3"},
 		"xxh64 with prefix": {"length": "5", "xxh64": "0x26c7827d889f6d"},
+		"leading zero":      {"length": "05", "xxh64": "26c7827d889f6da3"},
 	} {
 		if got, err := DecodeMeta(md); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%s: DecodeMeta = %+v, %v; want ErrCorrupt", name, got, err)
@@ -184,4 +185,34 @@ func TestVerify(t *testing.T) {
 			t.Errorf("%s: verify = %v, want ErrCorrupt", name, err)
 		}
 	}
+}
+
+// FuzzDecodeMeta: metadata comes from the bucket; DecodeMeta never panics,
+// and metadata it accepts has exactly one spelling (Encode gives it back).
+func FuzzDecodeMeta(f *testing.F) {
+	f.Add("5", "26c7827d889f6da3", "0000000000000000", true)
+	f.Add("0", "ef46db3751d8e999", "", false)
+	f.Add("-1", "x", "1", true)
+	f.Fuzz(func(t *testing.T, length, xxh, epoch string, withEpoch bool) {
+		md := map[string]string{"length": length, "xxh64": xxh}
+		if withEpoch {
+			md["epoch"] = epoch
+		}
+		m, err := DecodeMeta(md)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("DecodeMeta(%v) error %v does not wrap ErrCorrupt", md, err)
+			}
+			return
+		}
+		enc := m.Encode()
+		if !withEpoch {
+			delete(enc, "epoch")
+		}
+		for k, v := range md {
+			if enc[k] != v {
+				t.Fatalf("DecodeMeta(%v) = %+v, which encodes %s as %q", md, m, k, enc[k])
+			}
+		}
+	})
 }

@@ -62,8 +62,8 @@ func DecodeMeta(md map[string]string) (Meta, error) {
 	return m, nil
 }
 
-// parseDecimal accepts plain decimal digits only (no sign, no spaces), so a
-// length has one spelling.
+// parseDecimal accepts plain decimal digits only (no sign, no spaces, no
+// leading zero), so a length has one spelling.
 func parseDecimal(s string) (int64, error) {
 	if s == "" || len(s) > 19 {
 		return 0, errors.New("not a decimal length")
@@ -72,6 +72,9 @@ func parseDecimal(s string) (int64, error) {
 		if s[i] < '0' || s[i] > '9' {
 			return 0, errors.New("not a decimal length")
 		}
+	}
+	if len(s) > 1 && s[0] == '0' {
+		return 0, errors.New("leading zero in a decimal length")
 	}
 	return strconv.ParseInt(s, 10, 64)
 }
