@@ -128,3 +128,32 @@ func TestAffinityDriveRedCorruptBeforeRecovery(t *testing.T) {
 		t.Fatalf("checks before the damage should hold: %+v", rep.Report)
 	}
 }
+
+// writeThenRefuse is a subtler broken router: it reports the refusal the
+// caller expects, but only after writing the event into its own shard.
+type writeThenRefuse struct{ *affinity.Log }
+
+func (w writeThenRefuse) Append(ev localseg.Event) (localseg.AppendResult, error) {
+	r, err := w.Log.Append(ev)
+	if errors.Is(err, affinity.ErrNotOwner) {
+		if _, werr := w.Log.Store().Append(ev); werr != nil {
+			return r, werr
+		}
+	}
+	return r, err
+}
+
+// TestAffinityDriveRedRefusalWithSideEffect: a refusal that leaves bytes
+// behind is caught by the drive's disk comparison, even though the error
+// the caller sees is the right one.
+func TestAffinityDriveRedRefusalWithSideEffect(t *testing.T) {
+	rep, err := affinityDrive(t.TempDir(), 2, affinityHooks{wrap: func(l *affinity.Log) replica { return writeThenRefuse{l} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := rep.Report
+	t.Logf("divergence: %s", deref(d.Divergence))
+	if rep.Holds() || d.NonownerRefusedOK || d.NonownerRefusals != 4 || d.Divergence == nil {
+		t.Fatalf("a refusal with a side effect was not caught: %+v", d)
+	}
+}

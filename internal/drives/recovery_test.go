@@ -136,3 +136,34 @@ func deref(s *string) string {
 	}
 	return *s
 }
+
+// TestRecoveryDriveRedLostAck is a RED control for cursor survival: the
+// restart keeps every event but loses the Ack frame, and the drive reports
+// the cursor as lost while zero loss still holds.
+func TestRecoveryDriveRedLostAck(t *testing.T) {
+	hooks := recoveryHooks{afterClose: func(dir string) error {
+		seg := firstSegment(dir)
+		b, err := os.ReadFile(seg)
+		if err != nil {
+			return err
+		}
+		starts, kinds := segmentFrames(b)
+		for i, k := range kinds {
+			if k == localseg.KindAck {
+				if err := os.Truncate(seg, int64(starts[i])); err != nil {
+					return err
+				}
+				return os.Remove(filepath.Join(dir, "checkpoint.json"))
+			}
+		}
+		return errors.New("no ack frame found")
+	}}
+	rep, err := recovery(t.TempDir(), "", recoveryEvents(), hooks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("divergence: %s", deref(rep.Report.Divergence))
+	if rep.Holds() || rep.Report.CursorSurvived || !rep.Report.ZeroLoss || rep.Report.PendingAfterRestart != 3 {
+		t.Fatalf("a lost ack was not reported: %+v", rep.Report)
+	}
+}
