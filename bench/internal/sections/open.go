@@ -90,7 +90,7 @@ func runOpen(ctx context.Context, env *harness.Env) ([]harness.Row, error) {
 			names = append(names, name)
 		}
 	}
-	for rep := 0; rep < env.Reps; rep++ {
+	for rep := 0; rep < replayReps(env); rep++ {
 		for _, n := range replaySizes {
 			for _, sys := range systems {
 				if err := ctx.Err(); err != nil {
@@ -152,6 +152,10 @@ func runOpen(ctx context.Context, env *harness.Env) ([]harness.Row, error) {
 	}
 	return rows, nil
 }
+
+// replayReps caps the replay repetitions at 3: one 1M-event replay of the
+// slowest peer takes seconds, and three keep the section to about a minute.
+func replayReps(env *harness.Env) int { return min(env.Reps, 3) }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
