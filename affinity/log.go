@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -50,13 +49,18 @@ type Reader interface {
 type ColdReader func(shard int) (Reader, error)
 
 // LocalColdReader returns the default ColdReader: it opens
-// localseg.ShardDir(root, shard) read-only with opts (ReadOnly forced on).
-// A shard directory that does not exist reads as empty and is not created.
+// localseg.ShardDir(root, shard) read-only with opts (ReadOnly forced on),
+// through opts.FS. A shard directory that does not exist reads as empty and
+// is not created.
 func LocalColdReader(root string, opts localseg.Options) ColdReader {
 	opts.ReadOnly = true
+	fsys := opts.FS
+	if fsys == nil {
+		fsys = localseg.OSFS{}
+	}
 	return func(shard int) (Reader, error) {
 		dir := localseg.ShardDir(root, shard)
-		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		if _, err := fsys.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 			return emptyReader{}, nil
 		} else if err != nil {
 			return nil, fmt.Errorf("cold load shard %d: %w", shard, err)
