@@ -4,14 +4,17 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 
 	"gocloud.dev/blob"
 	_ "gocloud.dev/blob/fileblob" // registers file://
-	_ "gocloud.dev/blob/gcsblob"  // registers gs://
-	"gocloud.dev/blob/memblob"    // registers mem://; named mem buckets below
-	_ "gocloud.dev/blob/s3blob"   // registers s3://
+	"gocloud.dev/blob/gcsblob"
+	"gocloud.dev/blob/memblob"  // registers mem://; named mem buckets below
+	_ "gocloud.dev/blob/s3blob" // registers s3://
+	"gocloud.dev/gcp"
 
 	"github.com/bucketlog/bucketlog/blobtier/internal/blobdriver"
 )
@@ -60,7 +63,8 @@ func openError(raw string, err error) *OpenError {
 //     files, instance roles); anonymous=true sends unsigned requests. With
 //     endpoint set, request_checksum_calculation and
 //     response_checksum_validation default to when_required.
-//   - gs://BUCKET: Application Default Credentials; with
+//   - gs://BUCKET: Application Default Credentials (missing ones are an
+//     error at Open); anonymous=true needs none; with
 //     STORAGE_EMULATOR_HOST=HOST:PORT in the environment (no scheme), the
 //     client talks plain HTTP to that emulator without credentials.
 //   - mem:// is a new empty in-memory bucket per Open; mem://NAME is an
@@ -103,11 +107,47 @@ func Open(ctx context.Context, rawURL string, opts Options) (Bucket, error) {
 	default:
 		return nil, openError(rawURL, fmt.Errorf("unsupported scheme %q (want s3://, gs://, mem:// or file://)", u.Scheme))
 	}
-	b, err := blob.DefaultURLMux().OpenBucketURL(ctx, u)
+	mux := blob.DefaultURLMux()
+	if u.Scheme == "gs" {
+		if mux, err = gcsMux(ctx, q); err != nil {
+			return nil, openError(rawURL, err)
+		}
+	}
+	b, err := mux.OpenBucketURL(ctx, u)
 	if err != nil {
 		return nil, openError(rawURL, err)
 	}
 	return New(b, opts), nil
+}
+
+// gcsMux returns a URL mux whose gs:// opener has the credentials the URL
+// needs. gocloud's default gs:// opener prints a warning on stdout and goes
+// on without credentials when Application Default Credentials are missing;
+// here that is a clear error at Open instead (a CLI's stdout carries JSON).
+// No credentials are looked up for an emulator (STORAGE_EMULATOR_HOST set:
+// gcsblob then talks plain HTTP to it without authentication) or for
+// anonymous=true / access_id=- URLs.
+func gcsMux(ctx context.Context, q url.Values) (*blob.URLMux, error) {
+	opener := &gcsblob.URLOpener{}
+	anonymous := q.Get("access_id") == "-"
+	if a, err := strconv.ParseBool(q.Get("anonymous")); err == nil && a {
+		anonymous = true
+	}
+	if os.Getenv("STORAGE_EMULATOR_HOST") != "" || anonymous {
+		opener.Client = gcp.NewAnonymousHTTPClient(gcp.DefaultTransport())
+	} else {
+		creds, err := gcp.DefaultCredentials(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("no Google Application Default Credentials (set GOOGLE_APPLICATION_CREDENTIALS, or STORAGE_EMULATOR_HOST for an emulator): %w", err)
+		}
+		if opener.Client, err = gcp.NewHTTPClient(gcp.DefaultTransport(), creds.TokenSource); err != nil {
+			return nil, err
+		}
+		opener.TokenSource = gcp.CredentialsTokenSource(creds)
+	}
+	mux := new(blob.URLMux)
+	mux.RegisterBucket(gcsblob.Scheme, opener)
+	return mux, nil
 }
 
 // named mem:// buckets live as long as the process.

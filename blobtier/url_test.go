@@ -182,3 +182,21 @@ func TestOpenS3EndpointChecksumWhenRequired(t *testing.T) {
 		t.Fatal("control: when_supported sent no checksum header, so this test cannot tell the settings apart")
 	}
 }
+
+// Missing Google credentials are a clear error at Open, not a warning on
+// stdout and a bucket that fails later.
+func TestOpenGSWithoutCredentials(t *testing.T) {
+	t.Setenv("STORAGE_EMULATOR_HOST", "")
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", t.TempDir()+"/missing.json")
+	_, err := blobtier.Open(context.Background(), "gs://some-bucket", blobtier.Options{})
+	var oe *blobtier.OpenError
+	if !errors.As(err, &oe) || !strings.Contains(err.Error(), "Application Default Credentials") {
+		t.Fatalf("Open without credentials: %v", err)
+	}
+	// anonymous=true needs none.
+	b, err := blobtier.Open(context.Background(), "gs://some-bucket?anonymous=true", blobtier.Options{})
+	if err != nil {
+		t.Fatalf("anonymous open: %v", err)
+	}
+	b.Close()
+}
