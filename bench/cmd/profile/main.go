@@ -7,6 +7,11 @@
 //
 // The appends are real: every one waits for its fsync, and the run checks
 // afterwards that the log holds exactly what was acknowledged.
+//
+// With -replay N it instead builds a store of N events of -payload bytes
+// (not profiled) and profiles opening it and reading every record back:
+//
+//	go run ./cmd/profile -replay 1000000 -target bucketlog
 package main
 
 import (
@@ -36,7 +41,11 @@ func run() int {
 	outDir := flag.String("out", filepath.Join("results", "profile"), "directory for the profiles")
 	mutex := flag.Bool("mutex", false, "also write a mutex contention profile")
 	block := flag.Bool("block", false, "also write a blocking profile (slows the run)")
+	replay := flag.Int("replay", 0, "profile open + read-back of a store of this many events instead of appends (targets: bucketlog, tidwall-wal, raft-wal)")
 	flag.Parse()
+	if *replay > 0 {
+		return runReplay(*target, *replay, *payload, *dir, *outDir)
+	}
 
 	t, err := targets.TargetByName(*target)
 	if err != nil {
@@ -164,4 +173,78 @@ func (t *timedAppender) summary() string {
 	slices.Sort(d)
 	q := func(f float64) time.Duration { return d[min(int(float64(n)*f), int(n)-1)].Round(time.Microsecond) }
 	return fmt.Sprintf("append latency: p50 %v, p90 %v, p99 %v, max %v (%d appends incl. warm-up)", q(0.5), q(0.9), q(0.99), d[n-1].Round(time.Microsecond), n)
+}
+
+// runReplay profiles System.Replay of a store of n events.
+func runReplay(target string, n, payload int, dir, outDir string) int {
+	var sys *targets.System
+	for _, s := range targets.Systems() {
+		if s.Name == target {
+			sys = &s
+		}
+	}
+	if sys == nil {
+		fmt.Fprintf(os.Stderr, "profile: -replay: unknown system %q\n", target)
+		return 2
+	}
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "profile:", err)
+		return 1
+	}
+	work, err := os.MkdirTemp(dir, "bucketlog-profile-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "profile:", err)
+		return 1
+	}
+	defer os.RemoveAll(work)
+	p := targets.MakePayload(payload)
+	t0 := time.Now()
+	if err := sys.Build(work, n, &p, 10_000); err != nil {
+		fmt.Fprintln(os.Stderr, "profile: build:", err)
+		return 1
+	}
+	fmt.Printf("built %d events in %v\n", n, time.Since(t0).Round(time.Millisecond))
+	cpuPath := filepath.Join(outDir, "replay-cpu.pprof")
+	cpu, err := os.Create(cpuPath)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "profile:", err)
+		return 1
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if err := pprof.StartCPUProfile(cpu); err != nil {
+		fmt.Fprintln(os.Stderr, "profile:", err)
+		return 1
+	}
+	t0 = time.Now()
+	got, err := sys.Replay(work, payload)
+	d := time.Since(t0)
+	pprof.StopCPUProfile()
+	cpu.Close()
+	if err == nil && got != uint64(n) {
+		err = fmt.Errorf("read back %d of %d", got, n)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "profile: replay:", err)
+		return 1
+	}
+	runtime.ReadMemStats(&after)
+	allocPath := filepath.Join(outDir, "replay-allocs.pprof")
+	f, err := os.Create(allocPath)
+	if err == nil {
+		err = pprof.Lookup("allocs").WriteTo(f, 0)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "profile:", err)
+		return 1
+	}
+	fmt.Printf("%s: open + read back %d events in %v = %.0f events/s; %.1f allocs/event, %.0f B allocated/event\n",
+		sys.Name, n, d.Round(time.Millisecond), float64(n)/d.Seconds(),
+		float64(after.Mallocs-before.Mallocs)/float64(n), float64(after.TotalAlloc-before.TotalAlloc)/float64(n))
+	fmt.Println("wrote", cpuPath)
+	fmt.Println("wrote", allocPath)
+	return 0
 }
