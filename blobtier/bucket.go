@@ -88,16 +88,25 @@ var errNilBucket = errors.New("blobtier: nil *blob.Bucket")
 
 func (t *bucket) CanCAS() bool { return t.cas != casNone }
 
-// begin checks the bucket is usable and gives the call its deadline.
-func (t *bucket) begin(ctx context.Context, op Op, key string) (context.Context, context.CancelFunc, error) {
+// usable refuses a call on a nil or closed bucket, or with a context that
+// has already ended, before any request.
+func (t *bucket) usable(ctx context.Context, op Op, key string) error {
 	switch {
 	case t.b == nil:
-		return nil, nil, &ObjectError{op, key, errNilBucket}
+		return &ObjectError{op, key, errNilBucket}
 	case t.closed.Load():
-		return nil, nil, &ObjectError{op, key, ErrClosed}
+		return &ObjectError{op, key, ErrClosed}
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, nil, &ObjectError{op, key, err}
+		return &ObjectError{op, key, err}
+	}
+	return nil
+}
+
+// begin checks the bucket is usable and gives the call its deadline.
+func (t *bucket) begin(ctx context.Context, op Op, key string) (context.Context, context.CancelFunc, error) {
+	if err := t.usable(ctx, op, key); err != nil {
+		return nil, nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	return ctx, cancel, nil
@@ -392,11 +401,9 @@ func (t *bucket) List(ctx context.Context, shard uint32, kind Kind) iter.Seq2[Ob
 			yield(ObjectInfo{}, &ObjectError{OpList, prefix, fmt.Errorf("blobtier: unknown kind %d", kind)})
 			return
 		}
-		if _, cancel, err := t.begin(ctx, OpList, prefix); err != nil {
+		if err := t.usable(ctx, OpList, prefix); err != nil {
 			yield(ObjectInfo{}, err)
 			return
-		} else {
-			cancel()
 		}
 		it := t.b.List(&blob.ListOptions{Prefix: prefix})
 		for {
