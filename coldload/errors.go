@@ -3,6 +3,7 @@ package coldload
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/localseg"
@@ -45,7 +46,14 @@ type ObjectError struct {
 	Err error
 }
 
-func (e *ObjectError) Error() string { return fmt.Sprintf("coldload: object %s: %v", e.Key, e.Err) }
+func (e *ObjectError) Error() string {
+	msg := e.Err.Error()
+	if strings.Contains(msg, e.Key) {
+		// blobtier's errors name the key already.
+		return "coldload: " + msg
+	}
+	return fmt.Sprintf("coldload: object %s: %s", e.Key, msg)
+}
 func (e *ObjectError) Unwrap() error { return e.Err }
 
 // Is makes every verification failure of an object match ErrCorrupt,

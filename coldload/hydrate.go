@@ -117,7 +117,10 @@ type Report struct {
 	Unparsed []string `json:"unparsed_keys"`
 	// NextSegment is the id of the store's empty active segment: above every
 	// segment id the bucket has seen.
-	NextSegment    uint64          `json:"next_segment"`
+	NextSegment uint64 `json:"next_segment"`
+	// FillerSegments counts the empty segment files a partial restore
+	// created for ids between its prefix and NextSegment (see Options).
+	FillerSegments int             `json:"filler_segments"`
 	ShippedThrough uint64          `json:"shipped_through"`
 	Consumers      int             `json:"consumers"`
 	ClampedCursors []ClampedCursor `json:"clamped_cursors"`
@@ -299,8 +302,21 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 	}
 	// The empty next segment makes every downloaded segment sealed: the
 	// store appends (now and later) into an id the bucket has never held.
-	if err := localseg.WriteSegmentFile(fsys, tmp, rep.NextSegment, nil); err != nil {
-		return rep, p, fmt.Errorf("coldload: create segment %d: %w", rep.NextSegment, err)
+	// localseg requires the ids on disk to be consecutive from the reclaim
+	// base, so when a partial restore's prefix ends below ids the bucket
+	// holds beyond a hole, those ids are filled with empty sealed segments
+	// (they hold no frame; no sequence is claimed by them).
+	firstFiller := p.mark.Segment + 1
+	if pre.n > 0 {
+		firstFiller = items[pre.n-1].id + 1
+	}
+	for id := firstFiller; id <= rep.NextSegment; id++ {
+		if err := localseg.WriteSegmentFile(fsys, tmp, id, nil); err != nil {
+			return rep, p, fmt.Errorf("coldload: create segment %d: %w", id, err)
+		}
+		if id < rep.NextSegment {
+			rep.FillerSegments++
+		}
 	}
 	if err := fsys.SyncDir(tmp); err != nil {
 		return rep, p, fmt.Errorf("coldload: sync %s: %w", tmp, err)

@@ -97,12 +97,10 @@ func (h *run) fetchSegment(ctx context.Context, it *segItem) {
 		it.err = &ObjectError{Key: it.key, Err: err}
 		return
 	}
-	if sum.Frames == 0 {
-		// A segment seals only when it holds a frame; an empty object is a
-		// truncation that happened to verify.
-		it.err = &ObjectError{Key: it.key, Err: corruptf("segment object holds no frame")}
-		return
-	}
+	// An empty object is legitimate: a partial restore fills the ids above
+	// its prefix with empty segments, and their owner may upload them. (A
+	// truncation at rest cannot pass for one: blobtier checked the length
+	// the metadata promised.)
 	it.sum = sum
 	if sum.Events > 0 {
 		h.compareTails(ctx, it, data)

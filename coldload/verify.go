@@ -178,7 +178,8 @@ func verifyShard(ctx context.Context, b Reader, shard uint32, conc int, prog *pr
 			}
 			h.markCovered(g)
 			h.fail(g)
-			contiguous = false
+			// The same hole shows in the sequences: report it once.
+			contiguous, known = false, false
 		}
 		expectID, prevKey = it.id+1, it.key
 		if it.err != nil {

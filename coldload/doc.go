@@ -1,0 +1,118 @@
+// Package coldload rebuilds a shard's local store from the bucket alone
+// (SPEC §7): Hydrate for a new owner or a restore, ReadOnly for a
+// non-owner read, Verify for `bucketlog verify`.
+//
+// # Hydrate, step by step
+//
+//  1. Refuse a target directory that holds anything (ErrNotEmpty) or that is
+//     named shard-NNNN for another shard (ErrWrongShard). A restore never
+//     writes over a store.
+//  2. Read the reclaim watermark, then the cursor object, then list the
+//     shard's segment and tail objects. The watermark comes first so that
+//     whatever it reclaims is skipped; the cursor object comes before the
+//     listings so that everything its shipped_through claims was already in
+//     the bucket when the listing began (the owner writes the cursor only
+//     after the tail put it describes succeeded). No object at all is
+//     ErrEmpty unless AllowEmpty: a wrong prefix must not look like an
+//     empty log.
+//  3. Write the watermark as reclaim.json first, so the store's base offset
+//     holds and its segment ids start above every reclaimed one.
+//  4. Read the segments above the watermark segment in parallel
+//     (Options.Concurrency, default 8; errgroup.SetLimit), verify each and
+//     write it as its own file (localseg.WriteSegmentFile: write, fsync) as
+//     soon as it is verified. Memory is bounded by the concurrency window,
+//     not by the log. Continuity is checked from each segment's summary:
+//     ids consecutive from watermark segment + 1, sequences consecutive from
+//     watermark sequence + 1. The first hole in id order stops the restore
+//     with a *GapError naming the missing segment ids and sequences (and
+//     whether tail objects cover them), unless AllowPartial, which keeps the
+//     prefix before the hole and reports it.
+//  5. Create an empty segment file whose id is above every segment id the
+//     bucket has listed (orphans below the watermark and ids beyond a hole
+//     included), then fsync the directory once. Every downloaded segment is
+//     therefore sealed: the store never appends into an id that exists in
+//     the bucket, so its own uploads can never collide with old objects.
+//  6. Open the store writable and append the tail objects that go beyond
+//     the segments, in ascending order, through AppendRecovered (the
+//     ordinary durable append path; one fsync per 4 MiB of frames). Objects
+//     are read in parallel but applied in order; at most Concurrency of them
+//     are held at once.
+//  7. Apply the cursor object: every consumer is created and acked to its
+//     cursor clamped to the recovered tip (clamped ones are reported); a
+//     consumer the restored frames already carry further keeps its
+//     position. Then check the restore reached the cursor object's
+//     shipped_through (*ShortError unless AllowPartial).
+//  8. Close the store and rename the directory into place.
+//
+// # What is verified where
+//
+//   - blobtier.Get checks every object's length and XXH64 against its
+//     metadata: a short, long or flipped object is an error naming the key.
+//   - localseg.VerifySegment checks every frame of a segment (magic, length,
+//     CRC, JSON) and that its sequences are consecutive; tail objects get
+//     the same checks frame by frame, plus their first and last event
+//     against their key. Each object's frames are decoded once.
+//   - Across objects: segment ids and sequences continue without holes;
+//     tail objects continue the segments without holes.
+//   - Overlaps: an event present in a segment and a tail object, or in two
+//     tail objects, is recovered once and the frames are compared byte for
+//     byte (a tail object overlapping a segment is compared while the
+//     segment is in memory). Different bytes for one sequence are a
+//     *ConflictError naming both keys: two writers. A tail object that adds
+//     nothing is counted as superseded.
+//   - Keys that do not parse, or name another shard or kind, are never read
+//     (they are listed in the report). Objects of other shards and other
+//     prefixes are never listed at all.
+//
+// A corrupt object is always an error naming its key (ObjectError, matching
+// ErrCorrupt), never a silently shortened replay; AllowPartial steps over
+// holes, not over corruption or conflicts.
+//
+// # A live owner
+//
+// A non-owner reads while the owner keeps sealing, uploading, reclaiming and
+// cleaning up. Those can make a listed object vanish, open an apparent hole
+// (a reclaim between the watermark read and the listing; a tail cleanup
+// after a seal the segment listing missed) or leave the restore short of
+// shipped_through. When an attempt fails that way and a fresh look at the
+// bucket differs from the one the attempt used, the restore starts over
+// (Options.MaxAttempts, default 3). A hole in an unchanged bucket is
+// reported at once.
+//
+// # Crashes
+//
+// Hydrate builds the store in a sibling directory `.<name>.hydrating` and
+// renames it onto the target only when it is complete (after the store was
+// closed, then an fsync of the parent), so a crash never leaves a
+// half-hydrated shard that looks complete: the target is either absent (or
+// still the empty directory it was) or the whole store. A rerun takes the
+// lock `.<name>.hydrate.lock` in the parent, removes any leftover
+// `.hydrating` directory and starts from the bucket again; the lock file
+// itself stays (removing it would race with a concurrent rerun). Nothing in
+// the leftover is ever trusted. The bucket is never written.
+//
+// Not handled: a target directory that an engine has already opened (and so
+// filled with an empty store) is not empty and is refused; the caller must
+// decide to restore before opening.
+//
+// # Ownership
+//
+// Whether this process may hydrate a shard (it owns it) is the engine's
+// decision, taken before calling Hydrate. What this package enforces: it
+// never writes over a non-empty directory, never into a directory named for
+// another shard, and ReadOnly's store refuses every write. A non-owner read
+// therefore cannot change anything, locally or in the bucket.
+//
+// # Verify
+//
+// blobtier lists one shard and kind at a time; there is no listing of the
+// whole bucket, so Verify walks the shards it is given (VerifyOptions) and
+// names them in its report.
+//
+// # Concurrency
+//
+// Hydrate, ReadOnly and Verify are safe to call concurrently for different
+// targets. A second Hydrate of a target whose restore is running fails at
+// once on the lock (localseg.ErrLocked). The Progress callback is never
+// called concurrently with itself.
+package coldload
