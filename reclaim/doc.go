@@ -53,7 +53,9 @@
 // Shared reclaim is owner-only. The caller says so explicitly with Role:
 // anything but Owner is refused with ErrNotOwner before any request (the
 // zero Role is NonOwner, so forgetting to say refuses). The engine passes
-// Owner only with the store of the shard it owns, opened writable. A bucket
+// Owner only with the store of the shard it owns, opened writable; a store
+// that cannot reclaim (a read-only view: localseg.ErrReadOnly) is refused
+// before any request as well. A bucket
 // without compare-and-swap (mem://, file://) is refused with
 // ErrSharedUnsupported (errors.Is blobtier.ErrUnsupported): there the
 // watermark could move backward.

@@ -188,8 +188,11 @@ func (s *fakeStore) Reclaim(through uint64) (localseg.ReclaimResult, error) {
 	if s.readOnly {
 		return localseg.ReclaimResult{}, localseg.ErrReadOnly
 	}
-	s.j.add("reclaim %d", through)
 	res := localseg.ReclaimResult{ThroughSegment: s.snap.ReclaimedSeg, ThroughSeq: s.snap.ReclaimedSeq}
+	if through == s.snap.ReclaimedSeg {
+		return res, nil // localseg: the current target again is a no-op
+	}
+	s.j.add("reclaim %d", through)
 	for len(s.snap.Segments) > 0 && s.snap.Segments[0].ID <= through {
 		sg := s.snap.Segments[0]
 		if !sg.Sealed {

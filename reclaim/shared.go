@@ -121,7 +121,10 @@ func (d *DeleteResult) fail(key string, err error) {
 // store's own lock, briefly.
 //
 // It is owner-only: role must be Owner (the engine passes its owned
-// store), else ErrNotOwner before any request. A bucket without
+// store), else ErrNotOwner before any request. A store that cannot reclaim
+// (opened read-only: localseg.ErrReadOnly) is refused before any request
+// too, so even a caller that claims ownership of a read-only view cannot
+// move the watermark. A bucket without
 // compare-and-swap is refused with ErrSharedUnsupported, and a nil durable
 // with ErrNoDurable. A failed delete does not fail the pass; it is counted in
 // Deleted.Failed and retried by the next pass.
@@ -149,16 +152,25 @@ func shared(ctx context.Context, store Store, b Bucket, shard uint32, role Role,
 		return after(s)
 	}
 
+	snap, err := store.Snapshot()
+	if err != nil {
+		return res, fmt.Errorf("reclaim: snapshot: %w", err)
+	}
+	// A store that cannot reclaim (read-only, closed, poisoned) could not
+	// follow the watermark this pass would commit: refuse before any
+	// request. Reclaiming through the current base is a no-op on a
+	// writable store (localseg documents it) and ErrReadOnly on a
+	// read-only one.
+	if _, err := store.Reclaim(snap.ReclaimedSeg); err != nil {
+		return res, fmt.Errorf("shard %d: the local store cannot reclaim: %w", shard, err)
+	}
+
 	// 1. Adopt.
 	wm, _, err := watermark.Read(ctx, b, shard)
 	if err != nil {
 		return res, err
 	}
 	res.Before, res.Watermark = wm, wm
-	snap, err := store.Snapshot()
-	if err != nil {
-		return res, fmt.Errorf("reclaim: snapshot: %w", err)
-	}
 	if res.Adopted, snap, err = adopt(store, snap, wm); err != nil {
 		return res, fmt.Errorf("shard %d: %w", shard, err)
 	}
