@@ -209,6 +209,10 @@ func (s *shipper) matches(ctx context.Context, info blobtier.ObjectInfo, seg loc
 		return false, nil
 	}
 	st, err := s.b.Stat(ctx, info.Key)
+	if errors.Is(err, blobtier.ErrCorrupt) {
+		// No valid metadata: not an object this shard's writer made.
+		return false, nil
+	}
 	if err != nil {
 		return false, fmt.Errorf("stat %s: %w", info.Key, err)
 	}

@@ -1,0 +1,235 @@
+package bucketlog
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"gocloud.dev/blob"
+	"gocloud.dev/blob/memblob"
+	"gocloud.dev/gcerrors"
+
+	"github.com/bucketlog/bucketlog/blobtier"
+	"github.com/bucketlog/bucketlog/blobtier/faultbucket"
+	"github.com/bucketlog/bucketlog/internal/emulator"
+	"github.com/bucketlog/bucketlog/localseg"
+)
+
+func s3Bucket(t *testing.T) blobtier.Bucket {
+	t.Helper()
+	srv, err := emulator.StartS3()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	if err := srv.CreateBucket("log"); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := srv.OpenBucket(ctxT(t), "log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := blobtier.New(raw, blobtier.Options{})
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func TestSecondWriterStopsShipping(t *testing.T) {
+	ctx := ctxT(t)
+	b := memBucket(t)
+	reg := prometheus.NewRegistry()
+	a := mustOpen(t, Options{Dir: t.TempDir(), Bucket: b, NoBackground: true, Registerer: reg})
+	defer a.Close()
+	for i := 1; i <= 3; i++ {
+		a.Append(ctx, ev("1", i))
+	}
+	if _, err := a.Ship(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	// A second process believes it owns the shard too: it hydrates the same
+	// history, then appends different events.
+	bl := mustOpen(t, Options{Dir: t.TempDir(), Bucket: b, NoBackground: true})
+	defer bl.Close()
+	for i := 4; i <= 5; i++ {
+		a.Append(ctx, ev("1", i))
+		bl.Append(ctx, ev("2", i))
+	}
+	if _, err := bl.Ship(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	_, err := a.Ship(ctx, false)
+	if !errors.Is(err, ErrSecondWriter) {
+		t.Fatalf("ship over a second writer's object: %v", err)
+	}
+	if ready, why := a.Health(); ready || !strings.Contains(why, "noetl.ehdb.tail.") {
+		t.Fatalf("health after a second writer: %v %q", ready, why)
+	}
+	if got := testutil.ToFloat64(a.m.counter["second_writer_detected_total"]); got != 1 {
+		t.Fatalf("second_writer_detected_total = %v", got)
+	}
+	// Appends still succeed locally; shipping stays stopped.
+	if _, err := a.Append(ctx, ev("1", 6)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Ship(ctx, false); !errors.Is(err, ErrSecondWriter) {
+		t.Fatalf("shipping resumed after a second writer: %v", err)
+	}
+}
+
+func TestDivergedDiskRefused(t *testing.T) {
+	ctx := ctxT(t)
+	raw := memblob.OpenBucket(nil)
+	b := blobtier.New(raw, blobtier.Options{})
+	defer b.Close()
+	dir := t.TempDir()
+	l := mustOpen(t, Options{Dir: dir, Bucket: b, NoBackground: true})
+	for i := 1; i <= 3; i++ {
+		l.Append(ctx, ev("1", i))
+	}
+	if _, err := l.Ship(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	// Replace the bucket's segment 1 by a different, self-consistent object
+	// (another history), as a foreign writer would have left it.
+	other := t.TempDir()
+	o, err := localseg.Open(other, localseg.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 3; i++ {
+		o.Append(ev("9", i))
+	}
+	o.Seal()
+	data, err := o.ReadSegment(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Close()
+	key := blobtier.SegmentKey(0, 1)
+	w, err := raw.NewWriter(ctx, key, &blob.WriterOptions{Metadata: blobtier.MetaOf(data, 0).Encode()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(data)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(ctx, Options{Dir: dir, Bucket: b, NoBackground: true})
+	if !errors.Is(err, ErrDiverged) || Class(err) != ClassInvalidState {
+		t.Fatalf("diverged open: %v", err)
+	}
+}
+
+func TestRefusingBucketNeverFailsAppends(t *testing.T) {
+	ctx := ctxT(t)
+	fb := faultbucket.New(memblob.OpenBucket(nil), 1)
+	b := blobtier.New(fb.Bucket(), blobtier.Options{Timeout: 5 * time.Second})
+	defer b.Close()
+	l := mustOpen(t, Options{Dir: t.TempDir(), Bucket: b, NoBackground: true, SegmentMaxBytes: 2048})
+	defer l.Close()
+	id := fb.MustAdd(faultbucket.Rule{Op: faultbucket.OpWrite, Kind: faultbucket.Refuse, Code: gcerrors.Internal})
+	for i := 1; i <= 50; i++ {
+		if _, err := l.Append(ctx, ev("3", i)); err != nil {
+			t.Fatalf("append %d with the bucket refusing: %v", i, err)
+		}
+	}
+	if _, err := l.Ship(ctx, false); err == nil {
+		t.Fatal("ship succeeded against a refusing bucket")
+	}
+	if ready, why := l.Health(); ready || !strings.Contains(why, "bucket failing") {
+		t.Fatalf("health: %v %q", ready, why)
+	}
+	if got := testutil.ToFloat64(l.m.counter["tail_replication_failed_total"]); got != 0 && fb.Fired(id) == 0 {
+		t.Fatalf("no fault fired")
+	}
+	fb.Remove(id)
+	rep, err := l.Ship(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.ShippedThrough != 50 {
+		t.Fatalf("after recovery: %+v", rep)
+	}
+	if ready, why := l.Health(); !ready {
+		t.Fatalf("not ready after recovery: %q", why)
+	}
+}
+
+func TestSharedGCOnS3(t *testing.T) {
+	ctx := ctxT(t)
+	b := s3Bucket(t)
+	dir := t.TempDir()
+	l := mustOpen(t, Options{Dir: dir, Bucket: b, NoBackground: true, SegmentMaxBytes: 1024})
+	for i := 1; i <= 200; i++ {
+		if _, err := l.Append(ctx, ev(fmt.Sprint(i%5), i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := l.Pull("proj", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Ack("proj", 150); err != nil {
+		t.Fatal(err)
+	}
+	// GC before anything is in the bucket reclaims nothing: only durable
+	// segments may go.
+	rep, err := l.GC(ctx, GCRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Local.Removed) != 0 {
+		t.Fatalf("reclaimed segments not yet in the bucket: %+v", rep.Local)
+	}
+	if _, err := l.Ship(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = l.GC(ctx, GCRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Outcome != "reclaimed" || rep.Base < 100 || rep.Base > 151 {
+		t.Fatalf("gc: %+v", rep)
+	}
+	l.Close()
+	// A restore from the bucket alone keeps the base and every retained event.
+	dst := t.TempDir()
+	rr, err := Restore(ctx, RestoreOptions{Bucket: b, Dir: dst})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rr.Base+1 != rep.Base || rr.LastSeq != 200 {
+		t.Fatalf("restore after GC: base %d want %d, last %d", rr.Base+1, rep.Base, rr.LastSeq)
+	}
+	r := mustOpen(t, Options{Dir: dst, Bucket: b, NoBackground: true, SegmentMaxBytes: 1024})
+	defer r.Close()
+	p, err := r.Scan(0, 1000)
+	if err != nil || !p.Clamped || p.Records[0].Seq != rep.Base || uint64(len(p.Records)) != 200-rep.Base+1 {
+		t.Fatalf("restored scan: clamped=%v first=%d n=%d err=%v", p.Clamped, p.Records[0].Seq, len(p.Records), err)
+	}
+	res, err := r.Append(ctx, ev("1", 201))
+	if err != nil || res.Seq != 201 {
+		t.Fatalf("append after restore: %+v %v", res, err)
+	}
+}
+
+func TestGCWithoutBucketOnShippingStoreRefused(t *testing.T) {
+	ctx := ctxT(t)
+	b := memBucket(t)
+	dir := t.TempDir()
+	l := mustOpen(t, Options{Dir: dir, Bucket: b, NoBackground: true})
+	l.Append(ctx, ev("1", 1))
+	l.Close()
+	l = mustOpen(t, Options{Dir: dir, NoBackground: true})
+	defer l.Close()
+	if _, err := l.GC(ctx, GCRequest{}); !errors.Is(err, ErrUsage) {
+		t.Fatalf("gc without the bucket: %v", err)
+	}
+	if _, err := Open(ctx, Options{Dir: dir}); !errors.Is(err, ErrUsage) {
+		t.Fatalf("serve-style open without the bucket: %v", err)
+	}
+}
