@@ -20,6 +20,7 @@ var (
 	errBadMagic    = fmt.Errorf("%w: bad frame magic", ErrCorrupt)
 	errBodyTooLong = fmt.Errorf("%w: body length over the %d-byte cap", ErrCorrupt, MaxBodyLen)
 	errShortBody   = fmt.Errorf("%w: frame body runs past the end of the data", ErrCorrupt)
+	errEmptyBody   = fmt.Errorf("%w: zero-length frame body", ErrCorrupt)
 	errCRC         = fmt.Errorf("%w: CRC mismatch", ErrCorrupt)
 	errBadBody     = fmt.Errorf("%w: undecodable frame body", ErrCorrupt)
 	errSeqGap      = fmt.Errorf("%w: gap in global_sequence", ErrCorrupt)
@@ -610,6 +611,12 @@ func frameAt(data []byte, o int) (int, []byte, error) {
 	}
 	if int64(n) > int64(len(data)-o-HeaderSize) {
 		return 0, nil, errShortBody
+	}
+	if n == 0 {
+		// No variant has an empty body; a zero length (with a zero CRC,
+		// which an empty body would match) is what a lost sector leaves
+		// in a header that straddles two sectors.
+		return HeaderSize, data[o+HeaderSize : o+HeaderSize], errEmptyBody
 	}
 	body := data[o+HeaderSize : o+HeaderSize+int(n)]
 	if crc32.ChecksumIEEE(body) != le32(h[8:]) {

@@ -135,12 +135,14 @@ const sectorSize = 512
 //   - a header whose body runs past the end of the file (or over the cap):
 //     torn, unless a valid frame starts anywhere after p, which proves the
 //     length field itself is damaged;
-//   - a frame failing its CRC (or a magic whose bytes are each right or
-//     zero) with an all-zero 512-byte sector inside its extent: a lost
+//   - a frame failing its CRC (or with an empty body, or a magic whose bytes
+//     are each right or zero) with an all-zero 512-byte sector inside its
+//     extent: a lost
 //     sector, so no fsync covered it and nothing after it was acknowledged:
 //     torn, unless a valid frame starts inside the extent (a damaged
 //     length that swallowed its successor);
-//   - such a frame with only zero bytes in its body, or starting at or after
+//   - such a frame with zero bytes in its body (a valid body never holds
+//     one), a zeroed magic byte or an empty body, or starting at or after
 //     the trusted checkpoint's active_len: torn only if everything after it
 //     is torn too (it is the last frame);
 //   - a valid frame, or bytes no torn write produces: not torn.
@@ -177,7 +179,7 @@ func isTornTail(data []byte, o int, base, ckLen int64) bool {
 		if zeroSectorIn(data, base, p, end) {
 			return !validFrameIn(data, p+1, end)
 		}
-		weak := bytes.IndexByte(body, 0) >= 0 || !bytes.Equal(data[p:p+4], magicBytes)
+		weak := bytes.IndexByte(body, 0) >= 0 || !bytes.Equal(data[p:p+4], magicBytes) || len(body) == 0
 		if !weak && !trusted {
 			return false
 		}
