@@ -400,11 +400,13 @@ func TestCheckpoint(t *testing.T) {
 		check(t, dir, evs, false)
 	})
 	for name, garble := range map[string]func(b []byte) []byte{
-		"garbled: truncated":    func(b []byte) []byte { return b[:len(b)/2] },
-		"garbled: not JSON":     func([]byte) []byte { return []byte("\x00\x01garbage") },
-		"garbled: torn sector":  func(b []byte) []byte { b[10] = '9'; return b },
-		"garbled: empty":        func([]byte) []byte { return nil },
-		"garbled: a lying edit": func(b []byte) []byte { return []byte(strings.Replace(string(b), `"event_count":35`, `"event_count":34`, 1)) },
+		"garbled: truncated":   func(b []byte) []byte { return b[:len(b)/2] },
+		"garbled: not JSON":    func([]byte) []byte { return []byte("\x00\x01garbage") },
+		"garbled: torn sector": func(b []byte) []byte { b[10] = '9'; return b },
+		"garbled: empty":       func([]byte) []byte { return nil },
+		"garbled: a lying edit": func(b []byte) []byte {
+			return []byte(strings.Replace(string(b), `"event_count":35`, `"event_count":34`, 1))
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir, evs, _ := build(t)

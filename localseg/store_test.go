@@ -716,7 +716,7 @@ type recObserver struct {
 	fsyncs int
 }
 
-func (o *recObserver) Fsync(time.Duration)                { o.fsyncs++ }
+func (o *recObserver) Fsync(time.Duration)              { o.fsyncs++ }
 func (o *recObserver) Sealed(info localseg.SegmentInfo) { o.sealed = append(o.sealed, info) }
 
 func TestSealAndPreallocation(t *testing.T) {
