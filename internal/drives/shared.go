@@ -112,7 +112,7 @@ type sharedReplica struct {
 	// bucket is the replica's way to the shared bucket; the crash cuts it,
 	// so the dying engine's last shipment never reaches the bucket.
 	bucket *cuttable
-	exec  string
+	exec   string
 	// events are what the owner appended for exec, in order; acked is the
 	// consumer's cursor.
 	events []localseg.Event
