@@ -704,12 +704,12 @@ func testTooLarge(t *testing.T, b blobtier.Bucket, caps Caps) {
 		}
 	}
 	// Exactly the limit is allowed and reads back verified.
-	max := body(13, blobtier.MaxObjectBytes)
-	if err := b.PutIfAbsent(ctx, key, max, 0); err != nil {
+	atLimit := body(13, blobtier.MaxObjectBytes)
+	if err := b.PutIfAbsent(ctx, key, atLimit, 0); err != nil {
 		t.Fatalf("PutIfAbsent of exactly MaxObjectBytes: %v", err)
 	}
-	mustGet(t, b, key, max)
-	if err := b.PutIfAbsent(ctx, key, max, 0); err != nil {
+	mustGet(t, b, key, atLimit)
+	if err := b.PutIfAbsent(ctx, key, atLimit, 0); err != nil {
 		t.Fatalf("identical re-put of exactly MaxObjectBytes: %v", err)
 	}
 }
