@@ -178,10 +178,11 @@ func run(args []string) int {
 	machine := harness.DescribeMachine(work, "..")
 	harness.PrintHeader(os.Stdout, machine, cfg)
 
-	res := &harness.Result{Started: started, Machine: machine, Config: cfg}
+	res := &harness.Result{Started: started, Machine: machine, Config: cfg, SectionLoad: map[string]string{}}
 	for _, s := range selected {
 		res.Sections = append(res.Sections, s.Name)
-		env.Logf("section %s", s.Name)
+		res.SectionLoad[s.Name] = harness.LoadAvg()
+		env.Logf("section %s (load %s)", s.Name, res.SectionLoad[s.Name])
 		t0 := time.Now()
 		rows, err := s.Run(ctx, env)
 		if err != nil {

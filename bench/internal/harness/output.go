@@ -19,7 +19,10 @@ type Result struct {
 	Machine  Machine        `json:"machine"`
 	Config   map[string]any `json:"config"`
 	Sections []string       `json:"sections"`
-	Rows     []Row          `json:"rows"`
+	// SectionLoad is the load average when each section started, to judge
+	// whether the machine was quiet while it ran.
+	SectionLoad map[string]string `json:"section_load"`
+	Rows        []Row             `json:"rows"`
 }
 
 // WriteJSON writes r to path, creating its directory.
