@@ -1,0 +1,359 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/bucketlog/bucketlog"
+	"github.com/bucketlog/bucketlog/coldload"
+	"github.com/bucketlog/bucketlog/localseg"
+)
+
+func init() {
+	register(command{name: "ship", group: groupBucket, run: runShip,
+		summary: "ship one shard to its bucket now: seal what is due, upload sealed segments and the tail"})
+	register(command{name: "restore", group: groupBucket, run: runRestore,
+		summary: "rebuild one shard from the bucket alone into an empty directory"})
+	register(command{name: "verify", group: groupBucket, run: runVerify,
+		summary: "check every object of a bucket's shards (exit 1 listing every problem)"})
+	register(command{name: "gc", group: groupBucket, run: runGC,
+		summary: "reclaim consumed segments now (locally, and in the bucket behind the watermark)"})
+	register(command{name: "inspect", group: groupLog, run: runInspect,
+		summary: "describe a shard directory read-only: segments, checkpoint, manifest, problems"})
+}
+
+const shipAbout = `
+Runs one shipping pass of shard --shard now, as the shard's writer (it takes
+the lock: exit 3 while a server owns the shard): seal the active segment if
+it is due (always with --seal-active), upload every sealed segment the bucket
+lacks (each checked frame by frame first), ship the unsealed tail as tail
+objects and the cursor object, and delete tail objects a durable segment
+supersedes. On first use it records the bucket in the shard directory
+(bucket.json); from then on gc and serve need that bucket. Opening refuses a
+local disk that is behind the bucket or disagrees with it (exit 3), and a
+different object under one of the shard's write-once keys stops shipping
+(second writer, exit 5).
+
+Output (report fields):
+  action           "ship"
+  shard            the shard shipped
+  sealed           this pass sealed the active segment
+  upload           {"segments_uploaded","bytes_uploaded","segments_pending"}
+  tail_batches     tail objects written by this pass
+  tail_records     events in them
+  tail_bytes       their bytes
+  shipped_through  the highest sequence the bucket now holds contiguously
+  tip              the shard's highest sequence
+  segments         segment files in the shard directory`
+
+func runShip(c *cli, args []string) int {
+	s := newOneShard("ship", "--bucket URL [--dir PATH] [--shard N] [--seal-active]", shipAbout)
+	bucket := addBucketFlag(s.f, "the bucket to ship to (required)")
+	sealActive := s.f.Bool("seal-active", false, "seal the active segment first, even if it is not due, so everything ships as segments")
+	if stop, code := c.parse(s.f, args); stop {
+		return code
+	}
+	env, opts, _, err := s.resolve(c)
+	if err != nil {
+		return c.fail(err)
+	}
+	if opts.BucketURL, err = bucket.required(s.f, env); err != nil {
+		return c.fail(err)
+	}
+	opts.NoBackground = true
+	l, err := bucketlog.Open(c.ctx, opts)
+	if err != nil {
+		return c.fail(err)
+	}
+	rep, err := l.Ship(c.ctx, *sealActive)
+	c.closeLog(l)
+	out := struct {
+		Action string `json:"action"`
+		bucketlog.ShipReport
+	}{"ship", rep}
+	if err != nil {
+		return c.failWith(out, err)
+	}
+	return c.emit(out)
+}
+
+const restoreAbout = `
+Rebuilds shard --shard from the bucket alone into DIR/shard-NNNN, which must
+not hold a store (exit 3 otherwise): reads the reclaim watermark first, then
+downloads and verifies every segment above it (length, digest, every frame),
+appends the tail objects that continue them, and applies the cursor object.
+It stops at the first gap (exit 3, naming the missing range) unless
+--allow-partial keeps the prefix; it checks it reached the cursor object's
+shipped_through; finding no object at all is exit 3 unless --allow-empty (a
+wrong prefix must not look like an empty log). Two objects with different
+bytes for one sequence (two writers) and a corrupt object are exit 5. The
+restored directory records the bucket, so the store ships there.
+A progress line goes to stderr every second, and one at the end.
+
+Output (report fields):
+  action                 "restore"
+  shard, dir             what was restored, where
+  objects, bytes         objects read (watermark, cursor, segments, tails), their bytes
+  seconds                wall time
+  base, base_segment     the bucket's reclaim watermark (reclaim.json)
+  first_sequence, last_sequence   the events the store now holds (0..0: none)
+  segments, segment_bytes         segment files written
+  orphan_segments, tail_objects_below_watermark   skipped objects at or below the watermark
+  tail_objects, tail_objects_superseded, tail_records   tail objects used, redundant ones, events from tails
+  unparsed_keys          keys in the shard's key space that were not understood (never read)
+  next_segment           the id of the new active segment (above every id the bucket has seen)
+  filler_segments        empty segment files a partial restore created
+  shipped_through        the cursor object's shipped_through
+  consumers, clamped_cursors   consumers restored, and cursors lowered to the restored tip
+  gaps, short            what --allow-partial stepped over
+  empty                  the bucket held nothing for the shard (--allow-empty)
+  attempts               restarts because the bucket changed while it was read`
+
+func runRestore(c *cli, args []string) int {
+	s := newOneShard("restore", "--bucket URL --dir PATH [--shard N] [--allow-partial] [--allow-empty]", restoreAbout)
+	bucket := addBucketFlag(s.f, "the bucket to restore from (required)")
+	partial := s.f.Bool("allow-partial", false, "keep the contiguous prefix when the bucket's history has a hole or ends short of shipped_through")
+	allowEmpty := s.f.Bool("allow-empty", false, "accept a bucket holding nothing of the shard (an empty store)")
+	conc := s.f.Int("concurrency", 0, "objects downloaded at once (default 8)")
+	if stop, code := c.parse(s.f, args); stop {
+		return code
+	}
+	if !s.f.isSet("dir") && !s.f.isSet("root") {
+		return c.fail(usagef("missing required flag --dir (bucketlog restore --help)"))
+	}
+	env, opts, n, err := s.resolve(c)
+	if err != nil {
+		return c.fail(err)
+	}
+	url, err := bucket.required(s.f, env)
+	if err != nil {
+		return c.fail(err)
+	}
+	if *conc < 0 {
+		return c.fail(usagef("--concurrency %d is negative", *conc))
+	}
+	var last time.Time
+	var lastP coldload.Progress
+	start := time.Now()
+	progress := func(p coldload.Progress) {
+		lastP = p
+		if now := time.Now(); now.Sub(last) >= time.Second && now.Sub(start) >= time.Second {
+			last = now
+			fmt.Fprintf(c.stderr, "restore: shard %d: %s\n", n, progressLine(p))
+		}
+	}
+	rep, err := bucketlog.Restore(c.ctx, bucketlog.RestoreOptions{
+		BucketURL: url, Shard: n, Dir: opts.Dir,
+		AllowPartial: *partial, AllowEmpty: *allowEmpty, Concurrency: *conc, Progress: progress,
+	})
+	out := struct {
+		Action string `json:"action"`
+		coldload.Report
+	}{"restore", rep}
+	if err != nil {
+		return c.failWith(out, err)
+	}
+	fmt.Fprintf(c.stderr, "restore: shard %d: done: %s, sequences %d..%d, %.2fs\n", n, progressLine(lastP), rep.FirstSeq, rep.LastSeq, rep.Seconds)
+	return c.emit(out)
+}
+
+func progressLine(p coldload.Progress) string {
+	return fmt.Sprintf("%d/%d objects, %d/%d bytes", p.Objects, p.ObjectsTotal, p.Bytes, p.BytesTotal)
+}
+
+const verifyAbout = `
+Checks the bucket's objects of the chosen shards without writing anything:
+every segment and tail object's length, digest and frames, tail objects
+against their keys, segment ids contiguous above the watermark, sequences
+continuing across objects, overlapping objects identical, and the cursor
+object within what the bucket holds. A bucket does not say how many shards
+it has: --shards lists them (e.g. 0,1,3), or --shard-count N checks 0..N-1;
+neither checks shard 0. Exit 0 when no problem is found, 1 listing every
+problem (5 when the bucket cannot be listed).
+
+Output (report fields):
+  action     "verify"
+  ok         no problem found
+  shards     per shard: shard, present, base, base_segment, segments, tail_objects,
+             through (what a restore would reach), shipped_through, consumers,
+             orphan_segments, tail_objects_below_watermark, tail_objects_superseded,
+             unparsed_keys, problems (a count)
+  objects, bytes, seconds   objects read, their bytes, wall time
+  problems   every problem: {"shard","class","key","detail"}, class one of
+             corrupt, gap, conflict, cursor, missing, io`
+
+func runVerify(c *cli, args []string) int {
+	f := newFlags("verify", "--bucket URL [--shards LIST | --shard-count N]", verifyAbout)
+	bucket := addBucketFlag(f, "the bucket to verify (required)")
+	shardsRaw := f.String("shards", "", "comma-separated shard numbers to check (e.g. 0,1,3)")
+	count := f.Int("shard-count", 0, "check shards 0..N-1")
+	conc := f.Int("concurrency", 0, "objects read at once (default 8)")
+	if stop, code := c.parse(f, args); stop {
+		return code
+	}
+	env := c.env()
+	url, err := bucket.required(f, env)
+	if err != nil {
+		return c.fail(err)
+	}
+	if f.isSet("shards") && f.isSet("shard-count") {
+		return c.fail(usagef("--shards and --shard-count exclude each other"))
+	}
+	vo := coldload.VerifyOptions{Concurrency: *conc}
+	if *conc < 0 {
+		return c.fail(usagef("--concurrency %d is negative", *conc))
+	}
+	if f.isSet("shard-count") {
+		if *count < 1 || *count > 10000 {
+			return c.fail(usagef("--shard-count %d is outside 1..10000", *count))
+		}
+		vo.ShardCount = *count
+	}
+	if f.isSet("shards") {
+		for _, part := range strings.Split(*shardsRaw, ",") {
+			n, err := strconv.ParseUint(strings.TrimSpace(part), 10, 32)
+			if err != nil || n >= 10000 {
+				return c.fail(usagef("--shards %q: %q is not a shard number 0..9999", *shardsRaw, part))
+			}
+			vo.Shards = append(vo.Shards, uint32(n))
+		}
+	}
+	rep, err := bucketlog.Verify(c.ctx, url, nil, vo)
+	if rep.Problems == nil {
+		rep.Problems = []coldload.Problem{}
+	}
+	if rep.Shards == nil {
+		rep.Shards = []coldload.ShardReport{}
+	}
+	out := struct {
+		Action string `json:"action"`
+		OK     bool   `json:"ok"`
+		coldload.VerifyReport
+	}{"verify", err == nil && rep.OK(), rep}
+	if err != nil {
+		return c.failWith(out, err)
+	}
+	if !rep.OK() {
+		p := rep.Problems[0]
+		return c.failWith(out, fmt.Errorf("%w: %d problems found (first: shard %d %s %s: %s)", bucketlog.ErrInvariant, len(rep.Problems), p.Shard, p.Class, p.Key, p.Detail))
+	}
+	return c.emit(out)
+}
+
+const gcAbout = `
+Runs one reclaim pass of shard --shard now, as the shard's writer (exit 3
+while a server owns it). It is an operator's request: it runs with consumer
+interest whatever NOETL_EHDB_EVENTLOG_GC says, plus keep-last-N only when
+--max-retained-segments is given. The floor is --min-retained-segments, else
+NOETL_EHDB_EVENTLOG_GC_MIN_RETAINED_SEGMENTS, else 2 (the active segment
+included). Without consumers and without --max-retained-segments nothing is
+reclaimed. On a store that ships (bucket.json), the bucket is required (exit
+2 without it) and the pass is the shared reclaim: only segments durable in
+the bucket go, the watermark is committed to the bucket first, then the
+local segments, then the bucket objects at or below it. Shared reclaim needs
+compare-and-swap (S3, GCS): mem:// and file:// buckets are refused (exit 2).
+
+Output (report fields):
+  action            "gc"
+  shard             the shard
+  outcome           "reclaimed" or "noop"
+  plan              the plan: policy, tip, boundary, rule (consumer, retention,
+                    no_interest), consumer, retention_target, remove (segment ids),
+                    remove_bytes, through_segment, through_seq, stop, stop_segment,
+                    retained, lags [{"consumer","cursor","lag"}], reason
+  local             the local reclaim: ThroughSeq, ThroughSegment, Removed, Bytes
+  shared            with a bucket: watermark_before, adopted, plan, watermark,
+                    advanced, local, deleted {"segments","tails","bytes","failed",...}
+  segments_before, segments_after   segment files before and after
+  base, tip         the first retained and the highest sequence after the pass`
+
+func runGC(c *cli, args []string) int {
+	s := newOneShard("gc", "--dir PATH [--shard N] [--bucket URL] [--min-retained-segments N] [--max-retained-segments N]", gcAbout)
+	bucket := addBucketFlag(s.f, "the bucket the store ships to (required when it ships)")
+	minKeep := s.f.Int("min-retained-segments", 0, "keep at least this many segments, the active one included (default NOETL_EHDB_EVENTLOG_GC_MIN_RETAINED_SEGMENTS, else 2)")
+	maxKeep := s.f.Int("max-retained-segments", 0, "keep-last-N retention: reclaim down to N segments even without consumers, never ahead of one")
+	if stop, code := c.parse(s.f, args); stop {
+		return code
+	}
+	env, opts, _, err := s.resolve(c)
+	if err != nil {
+		return c.fail(err)
+	}
+	if opts.BucketURL, err = bucket.value(s.f, env); err != nil {
+		return c.fail(err)
+	}
+	req := bucketlog.GCRequest{MinRetainedSegments: env.GC.MinRetainedSegments}
+	if s.f.isSet("min-retained-segments") {
+		if *minKeep < 1 {
+			return c.fail(usagef("--min-retained-segments %d must be at least 1", *minKeep))
+		}
+		req.MinRetainedSegments = *minKeep
+	}
+	if s.f.isSet("max-retained-segments") {
+		if *maxKeep < 1 {
+			return c.fail(usagef("--max-retained-segments %d must be at least 1", *maxKeep))
+		}
+		req.MaxRetainedSegments = *maxKeep
+	}
+	// The shard's own periodic GC settings play no part in an explicit pass.
+	opts.GC = bucketlog.GCOptions{}
+	opts.NoBackground = true
+	l, err := bucketlog.Open(c.ctx, opts)
+	if err != nil {
+		return c.fail(err)
+	}
+	rep, err := l.GC(c.ctx, req)
+	c.closeLog(l)
+	out := struct {
+		Action string `json:"action"`
+		bucketlog.GCReport
+	}{"gc", rep}
+	if err != nil {
+		return c.failWith(out, err)
+	}
+	return c.emit(out)
+}
+
+const inspectAbout = `
+Describes shard --shard's directory without changing it (no lock, nothing
+written; safe while a server owns the shard). Exit 0 when it finds no
+corruption — a torn tail is not corruption: it is reported and the owner's
+next writable open truncates it — and 5 (storage) when it finds any, with
+the report still printed.
+
+Output (report fields):
+  action            "inspect"
+  dir, exists       the shard directory and whether it exists
+  bucket            the bucket recorded in bucket.json (the store ships there)
+  tip, base         the highest and the first retained sequence
+  segments          [{"id","bytes","frames","events","first_sequence","last_sequence","sealed"}]
+  checkpoint        checkpoint.json as found (null when missing)
+  reclaim_manifest  reclaim.json as found (null when missing)
+  consumers         {"name": cursor}
+  torn_tail_bytes, torn_tail_segment   a torn tail the owner would truncate
+  problems          every corruption found (segment, offset, what)`
+
+func runInspect(c *cli, args []string) int {
+	s := newOneShard("inspect", "[--dir PATH] [--shard N]", inspectAbout)
+	if stop, code := c.parse(s.f, args); stop {
+		return code
+	}
+	_, opts, n, err := s.resolve(c)
+	if err != nil {
+		return c.fail(err)
+	}
+	rep, err := bucketlog.Inspect(opts.Dir, n)
+	out := struct {
+		Action string `json:"action"`
+		bucketlog.InspectReport
+	}{"inspect", rep}
+	if err != nil {
+		return c.failWith(out, err)
+	}
+	if len(rep.Problems) > 0 {
+		return c.failWith(out, fmt.Errorf("%w: %d problems in %s (first: %s)", localseg.ErrCorrupt, len(rep.Problems), rep.Dir, rep.Problems[0]))
+	}
+	return c.emit(out)
+}

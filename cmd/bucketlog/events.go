@@ -1,0 +1,223 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/bucketlog/bucketlog/affinity"
+	"github.com/bucketlog/bucketlog/localseg"
+)
+
+// The checks here run before any store is opened, so that input the store
+// would refuse never creates a shard directory, takes a lock or writes a
+// byte. They apply SPEC §2's rules; the store applies them again (it is the
+// authority) and the two agree by construction of the tests.
+
+// checkName trims an execution id or consumer name and checks it against
+// [A-Za-z0-9_-]{1,256}.
+func checkName(what, raw string) (string, error) {
+	s := strings.TrimSpace(raw)
+	switch {
+	case s == "":
+		return "", fmt.Errorf("%w: %s is empty", localseg.ErrInvalidInput, what)
+	case len(s) > localseg.MaxIDLen:
+		return "", fmt.Errorf("%w: %s is %d bytes, over the %d-byte limit", localseg.ErrInvalidInput, what, len(s), localseg.MaxIDLen)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return "", fmt.Errorf("%w: %s %s has a byte outside A-Z, a-z, 0-9, '_' and '-' at offset %d", localseg.ErrInvalidInput, what, quoteShort(s), i)
+		}
+	}
+	return s, nil
+}
+
+// quoteShort quotes s for a message, cut so a huge input does not become a
+// huge message (and invalid UTF-8 is shown escaped).
+func quoteShort(s string) string {
+	const max = 64
+	if len(s) > max {
+		return fmt.Sprintf("%+q…", s[:max])
+	}
+	return fmt.Sprintf("%+q", s)
+}
+
+// checkEvent validates ev as the store will, and checks its frame against
+// the segment cap at the smallest sequence (a frame only grows with its
+// sequence's digits; the store checks the exact length again). It returns
+// ev with its execution id trimmed.
+func checkEvent(ev localseg.Event, segMax int64) (localseg.Event, error) {
+	id, err := checkName("execution_id", ev.ExecutionID)
+	if err != nil {
+		return ev, err
+	}
+	ev.ExecutionID = id
+	switch txn := ev.TransactionID; {
+	case !utf8.ValidString(txn):
+		return ev, fmt.Errorf("%w: transaction_id is not valid UTF-8", localseg.ErrInvalidInput)
+	case strings.TrimSpace(txn) == "":
+		return ev, fmt.Errorf("%w: transaction_id is blank", localseg.ErrInvalidInput)
+	case len(txn) > localseg.MaxTransactionIDLen:
+		return ev, fmt.Errorf("%w: transaction_id is %d bytes, over the %d-byte limit", localseg.ErrInvalidInput, len(txn), localseg.MaxTransactionIDLen)
+	}
+	if !utf8.ValidString(ev.Payload) {
+		return ev, fmt.Errorf("%w: payload is not valid UTF-8 (it is refused, never altered)", localseg.ErrInvalidInput)
+	}
+	frame, err := localseg.EncodeFrame(nil, &localseg.Frame{Kind: localseg.KindEvent, Seq: 1, ExecutionID: ev.ExecutionID, TransactionID: ev.TransactionID, Payload: ev.Payload})
+	if err != nil {
+		return ev, err
+	}
+	if n := int64(len(frame)); n > segMax {
+		return ev, fmt.Errorf("%w: its frame would be at least %d bytes, over the segment cap of %d", localseg.ErrTooLarge, n, segMax)
+	}
+	return ev, nil
+}
+
+// checkOwned refuses an event of an execution own does not own, naming the
+// owner, as the engine would (SPEC §3).
+func checkOwned(own affinity.Ownership, ev localseg.Event) error {
+	if owner := own.OwnerOf(ev.ExecutionID); owner != own.Index {
+		return &affinity.NotOwnerError{Owner: owner, Shard: own.Index, ExecutionID: ev.ExecutionID}
+	}
+	return nil
+}
+
+// fileEvent is one line of an --file: every field is required (a missing
+// one is not the empty string), and nothing else is allowed.
+type fileEvent struct {
+	ExecutionID   *string `json:"execution_id"`
+	TransactionID *string `json:"transaction_id"`
+	Payload       *string `json:"payload"`
+}
+
+// maxFileBytes bounds an --file (the whole batch is validated in memory
+// before any of it is written).
+const maxFileBytes = 1 << 30
+
+// readEvents parses an --file: one JSON event a line; blank lines are
+// skipped. Each line is checked as raw bytes first — valid UTF-8, and no
+// lone surrogate escape (\ud800), which encoding/json would silently turn
+// into U+FFFD — then decoded strictly (no unknown field, no trailing data)
+// and validated with checkEvent. The first bad line fails the whole file,
+// naming the line. An empty file is invalid input too.
+// It returns the events and their line numbers.
+func readEvents(r io.Reader, segMax int64) ([]localseg.Event, []int, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxFileBytes+1))
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(data) > maxFileBytes {
+		return nil, nil, fmt.Errorf("%w: the file is over %d bytes", localseg.ErrInvalidInput, maxFileBytes)
+	}
+	var evs []localseg.Event
+	var lines []int
+	for n, line := range bytes.Split(data, []byte("\n")) {
+		lineNo := n + 1
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		ev, err := parseEventLine(line, segMax)
+		if err != nil {
+			return nil, nil, fmt.Errorf("line %d: %w", lineNo, err)
+		}
+		evs = append(evs, ev)
+		lines = append(lines, lineNo)
+	}
+	if len(evs) == 0 {
+		return nil, nil, fmt.Errorf("%w: the file holds no event (one JSON object a line)", localseg.ErrInvalidInput)
+	}
+	return evs, lines, nil
+}
+
+func parseEventLine(line []byte, segMax int64) (localseg.Event, error) {
+	if !utf8.Valid(line) {
+		return localseg.Event{}, fmt.Errorf("%w: not valid UTF-8 (refused, never altered)", localseg.ErrInvalidInput)
+	}
+	if err := checkSurrogates(line); err != nil {
+		return localseg.Event{}, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	var fe fileEvent
+	if err := dec.Decode(&fe); err != nil {
+		return localseg.Event{}, fmt.Errorf("%w: malformed JSON: %v", localseg.ErrInvalidInput, err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return localseg.Event{}, fmt.Errorf("%w: malformed JSON: data after the event object", localseg.ErrInvalidInput)
+	}
+	switch {
+	case fe.ExecutionID == nil:
+		return localseg.Event{}, fmt.Errorf("%w: missing execution_id", localseg.ErrInvalidInput)
+	case fe.TransactionID == nil:
+		return localseg.Event{}, fmt.Errorf("%w: missing transaction_id", localseg.ErrInvalidInput)
+	case fe.Payload == nil:
+		return localseg.Event{}, fmt.Errorf("%w: missing payload", localseg.ErrInvalidInput)
+	}
+	return checkEvent(localseg.Event{ExecutionID: *fe.ExecutionID, TransactionID: *fe.TransactionID, Payload: *fe.Payload}, segMax)
+}
+
+// checkSurrogates refuses a \u escape of a UTF-16 surrogate that is not
+// half of a pair (a high one followed by a low one). encoding/json decodes
+// such an escape to U+FFFD, which would store a payload other than the one
+// sent. Backslashes occur only inside strings in valid JSON, and an
+// escaped backslash is skipped whole, so no string tracking is needed;
+// invalid JSON is left for the decoder to refuse.
+func checkSurrogates(b []byte) error {
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' {
+			continue
+		}
+		if i+1 >= len(b) || b[i+1] != 'u' {
+			i++ // \" \\ \/ \b \f \n \r \t
+			continue
+		}
+		r, ok := hex4(b, i+2)
+		if !ok {
+			i++
+			continue
+		}
+		switch {
+		case r >= 0xD800 && r <= 0xDBFF:
+			lo, ok := rune(0), false
+			if i+11 < len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
+				lo, ok = hex4(b, i+8)
+			}
+			if !ok || lo < 0xDC00 || lo > 0xDFFF {
+				return fmt.Errorf("%w: lone surrogate escape %s at byte %d (not valid Unicode; JSON decoding would replace it with U+FFFD)", localseg.ErrInvalidInput, b[i:i+6], i)
+			}
+			i += 11
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return fmt.Errorf("%w: lone surrogate escape %s at byte %d (not valid Unicode; JSON decoding would replace it with U+FFFD)", localseg.ErrInvalidInput, b[i:i+6], i)
+		default:
+			i += 5
+		}
+	}
+	return nil
+}
+
+// hex4 decodes the four hex digits at b[i:i+4].
+func hex4(b []byte, i int) (rune, bool) {
+	if i+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		switch {
+		case '0' <= c && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case 'a' <= c && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case 'A' <= c && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}

@@ -1,0 +1,790 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/bucketlog/bucketlog"
+	"github.com/bucketlog/bucketlog/affinity"
+	"github.com/bucketlog/bucketlog/blobtier"
+	"github.com/bucketlog/bucketlog/coldload"
+	"github.com/bucketlog/bucketlog/internal/localref"
+	"github.com/bucketlog/bucketlog/localseg"
+)
+
+// Actions of the outputs (SPEC §9).
+const (
+	actionAppend         = "eventlog-append"
+	actionAppendBatch    = "eventlog-append-batch"
+	actionScan           = "eventlog-scan"
+	actionRead           = "eventlog-read-exec"
+	actionTail           = "eventlog-tail"
+	actionAck            = "eventlog-ack"
+	actionConsumerDelete = "eventlog-consumer-delete"
+)
+
+// localrefFile is the local_reference driver's JSONL file in a shard
+// directory (its lock is localrefFile + ".lock").
+const localrefFile = "eventlog.jsonl"
+
+func init() {
+	register(command{name: "append", group: groupLog, run: runAppend,
+		summary: "append one event (or a file of events) to the shard this process owns"})
+	register(command{name: "scan", group: groupLog, run: runScan,
+		summary: "page through one shard's log"})
+	register(command{name: "read", group: groupLog, run: runRead,
+		summary: "page through one execution's events in one shard (locally, or from --bucket)"})
+	register(command{name: "tail", group: groupLog, run: runTail,
+		summary: "pull a durable consumer's pending events (creating it on its first pull)"})
+	register(command{name: "ack", group: groupLog, run: runAck,
+		summary: "move a durable consumer's cursor forward"})
+	register(command{name: "consumer-delete", group: groupLog, run: runConsumerDelete,
+		summary: "delete a durable consumer (it stops holding GC back)"})
+}
+
+// record is one event in an output.
+type record struct {
+	GlobalSequence uint64 `json:"global_sequence"`
+	ExecutionID    string `json:"execution_id"`
+	TransactionID  string `json:"transaction_id"`
+	ByteLen        int    `json:"byte_len"`
+	Payload        string `json:"payload"`
+}
+
+// records converts stored records; the result is never nil, so it prints
+// as [] rather than null.
+func records(rs []localseg.Record) []record {
+	out := make([]record, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, record{GlobalSequence: r.Seq, ExecutionID: r.ExecutionID, TransactionID: r.TransactionID, ByteLen: len(r.Payload), Payload: r.Payload})
+	}
+	return out
+}
+
+type appendOutput struct {
+	Action         string `json:"action"`
+	ExecutionID    string `json:"execution_id"`
+	GlobalSequence uint64 `json:"global_sequence"`
+	ByteLen        int    `json:"byte_len"`
+	CreatedStream  bool   `json:"created_stream"`
+	LogRecordCount uint64 `json:"log_record_count"`
+}
+
+type batchOutput struct {
+	Action        string `json:"action"`
+	Appended      int    `json:"appended"`
+	FirstSequence uint64 `json:"first_sequence"`
+	LastSequence  uint64 `json:"last_sequence"`
+}
+
+type scanOutput struct {
+	Action      string   `json:"action"`
+	Exists      bool     `json:"exists"`
+	Base        uint64   `json:"base"`
+	Clamped     bool     `json:"clamped"`
+	RecordCount uint64   `json:"record_count"`
+	Returned    int      `json:"returned"`
+	Records     []record `json:"records"`
+}
+
+func scanOf(p localseg.Page) scanOutput {
+	return scanOutput{Action: actionScan, Exists: p.Exists, Base: max(p.Base, 1), Clamped: p.Clamped,
+		RecordCount: p.RecordCount, Returned: len(p.Records), Records: records(p.Records)}
+}
+
+type readOutput struct {
+	Action      string   `json:"action"`
+	ExecutionID string   `json:"execution_id"`
+	Exists      bool     `json:"exists"`
+	Base        uint64   `json:"base"`
+	Clamped     bool     `json:"clamped"`
+	RecordCount uint64   `json:"record_count"`
+	Returned    int      `json:"returned"`
+	Records     []record `json:"records"`
+	// Shard and ServedBy say where the page came from: owner_resident (the
+	// local shard directory) or non_owner_cold_load (the bucket).
+	Shard    int    `json:"shard"`
+	ServedBy string `json:"served_by"`
+}
+
+func readOf(id string, shard int, servedBy string, p localseg.Page) readOutput {
+	return readOutput{Action: actionRead, ExecutionID: id, Exists: p.Exists, Base: max(p.Base, 1), Clamped: p.Clamped,
+		RecordCount: p.RecordCount, Returned: len(p.Records), Records: records(p.Records), Shard: shard, ServedBy: servedBy}
+}
+
+type tailOutput struct {
+	Action          string   `json:"action"`
+	Consumer        string   `json:"consumer"`
+	Exists          bool     `json:"exists"`
+	CreatedConsumer bool     `json:"created_consumer"`
+	AckedSequence   uint64   `json:"acked_sequence"`
+	PendingCount    uint64   `json:"pending_count"`
+	Returned        int      `json:"returned"`
+	Records         []record `json:"records"`
+}
+
+func tailOf(consumer string, r localseg.PullResult) tailOutput {
+	return tailOutput{Action: actionTail, Consumer: consumer, Exists: r.Exists, CreatedConsumer: r.Created,
+		AckedSequence: r.Acked, PendingCount: r.Pending, Returned: len(r.Records), Records: records(r.Records)}
+}
+
+type ackOutput struct {
+	Action        string `json:"action"`
+	Consumer      string `json:"consumer"`
+	AckedSequence uint64 `json:"acked_sequence"`
+}
+
+type deleteOutput struct {
+	Action   string `json:"action"`
+	Consumer string `json:"consumer"`
+	Deleted  bool   `json:"deleted"`
+}
+
+// useLocalRef reports whether the environment selects the local_reference
+// JSONL driver (exact token; anything else keeps the durable store).
+func useLocalRef(env envConfig) bool { return env.Backend == bucketlog.BackendLocalReference }
+
+func localrefPath(dir string, shard int) string {
+	return filepath.Join(localseg.ShardDir(dir, shard), localrefFile)
+}
+
+// openLocalRef opens the JSONL driver of a shard. exists is false (and the
+// driver nil) when the file does not exist and create is false: a read of
+// a log that was never written creates nothing.
+func openLocalRef(o bucketlog.Options, shard int, create bool) (d *localref.Driver, exists bool, err error) {
+	path := localrefPath(o.Dir, shard)
+	if !create {
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return nil, false, nil
+		}
+	}
+	d, err = localref.Open(path, localref.Options{SegmentMaxBytes: segMax(o)})
+	if err != nil {
+		return nil, false, err
+	}
+	return d, true, nil
+}
+
+// refuseBucketWithLocalRef refuses bucket flags under local_reference,
+// which never ships; a bucket from the environment is ignored with a
+// warning.
+func (c *cli) refuseBucketWithLocalRef(f *flagSet, env envConfig, names ...string) error {
+	for _, n := range names {
+		if f.isSet(n) {
+			return usagef("--%s: the local_reference backend (NOETL_EHDB_EVENTLOG_BACKEND) never ships to a bucket", n)
+		}
+	}
+	if env.BucketURL != "" {
+		c.log.Warn("the local_reference backend never ships; BUCKETLOG_BUCKET_URL is ignored")
+	}
+	return nil
+}
+
+// holdsStore reports whether a shard directory holds a segment store (a
+// segment file or a reclaim manifest).
+func holdsStore(dir string) (bool, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	for _, e := range entries {
+		if n := e.Name(); strings.HasPrefix(n, "seg-") || n == "reclaim.json" {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// closeLog closes a one-shot engine. Its error cannot undo what the
+// command already did (an append is durable before Close), so it is a
+// warning: with a bucket it is usually the last shipment, which the next
+// open with the bucket retries.
+func (c *cli) closeLog(l *bucketlog.Log) {
+	if err := l.Close(); err != nil {
+		c.log.Warn("closing the shard", "err", oneLine(err.Error()))
+	}
+}
+
+const appendAbout = `
+Appends to the shard this process owns (--shard-index of --shard-count, or
+NOETL_SHARD_INDEX/NOETL_SHARD_COUNT; both unset: shard 0 of 1). The event is
+durable on the local disk (fdatasync) before the command prints.
+
+One event: --execution-id, --transaction-id and --payload (all required; the
+payload may be empty). Output:
+  {"action":"eventlog-append","execution_id","global_sequence","byte_len",
+   "created_stream","log_record_count"}
+byte_len is the payload's length in bytes; created_stream is true for the
+shard's first event; log_record_count is the tip (the highest sequence).
+
+A batch: --file F, one JSON event {"execution_id","transaction_id","payload"}
+a line (blank lines skipped; unknown fields, missing fields, trailing data,
+invalid UTF-8 and lone surrogate escapes such as \ud800 are refused). Every
+event is validated — identifiers, UTF-8, size, ownership — before any is
+written, and the batch is appended as one group. An empty file is invalid
+input (exit 4). Output:
+  {"action":"eventlog-append-batch","appended","first_sequence","last_sequence"}
+A crash in the middle of writing a batch may leave an unacknowledged prefix.
+
+An execution another shard owns is refused with nothing written (exit 6,
+"owner_shard" names the owner). The log does not de-duplicate: running the
+same append twice appends twice.
+
+With a bucket (--bucket or BUCKETLOG_BUCKET_URL) the command ships the tail
+before it exits (a failure to ship is a warning: the event is durable
+locally and the next run with the bucket ships it). With --sync-to-bucket it
+waits (--sync-wait, default 10s) until the bucket holds the event; if the
+bucket does not confirm in time the event is still durable locally and keeps
+its sequence: the command prints the append outcome with
+"class":"not_in_bucket" and exits 7. Do NOT retry it as a new append: that
+would store the event twice.
+
+Under NOETL_EHDB_EVENTLOG_BACKEND=local_reference the event goes to the JSONL
+driver (DIR/shard-NNNN/eventlog.jsonl, not production durable; no bucket).`
+
+func runAppend(c *cli, args []string) int {
+	f := newFlags("append", "[--dir PATH] [--shard-index N --shard-count N] (--execution-id ID --transaction-id ID --payload TEXT | --file F) [--bucket URL [--sync-to-bucket]]", appendAbout)
+	store := addStoreFlags(f)
+	route := addRouteFlags(f)
+	execID := f.String("execution-id", "", "the execution `ID` ([A-Za-z0-9_-], 1-256 bytes after trimming)")
+	txnID := f.String("transaction-id", "", "the transaction `ID` (non-blank)")
+	payload := f.String("payload", "", "the payload `TEXT` (valid UTF-8; stored byte for byte)")
+	file := f.String("file", "", "append the events of file `F`, one JSON event a line, validated whole first")
+	bucket := addBucketFlag(f, "the bucket the shard ships to")
+	sync := f.Bool("sync-to-bucket", false, "return only once the bucket holds the event (exit 7 if it does not confirm within --sync-wait)")
+	syncWait := f.Duration("sync-wait", 0, "how long --sync-to-bucket waits for the bucket (default 10s); the last shipment at exit gets as long again")
+	tailInterval := f.Duration("tail-interval", 0, "tail replication tick while the command runs (default NOETL_EHDB_TAIL_INTERVAL_SECS, else 15s)")
+	if stop, code := c.parse(f, args); stop {
+		return code
+	}
+	env := c.env()
+	opts := c.options(env)
+	if err := store.apply(f, &opts); err != nil {
+		return c.fail(err)
+	}
+	own, err := route.ownership(f, env)
+	if err != nil {
+		return c.fail(err)
+	}
+	opts.ShardIndex, opts.ShardCount = own.Index, own.Count
+	if opts.BucketURL, err = bucket.value(f, env); err != nil {
+		return c.fail(err)
+	}
+	if f.isSet("tail-interval") {
+		if *tailInterval <= 0 {
+			return c.fail(usagef("--tail-interval %v must be positive", *tailInterval))
+		}
+		opts.TailInterval = *tailInterval
+	}
+	if f.isSet("sync-wait") {
+		if *syncWait <= 0 {
+			return c.fail(usagef("--sync-wait %v must be positive", *syncWait))
+		}
+		if !*sync {
+			return c.fail(usagef("--sync-wait needs --sync-to-bucket"))
+		}
+		opts.SyncWait = *syncWait
+	}
+
+	// The input, validated in full before anything is opened.
+	batch := f.isSet("file")
+	var evs []localseg.Event
+	var lines []int
+	if batch {
+		for _, n := range []string{"execution-id", "transaction-id", "payload"} {
+			if f.isSet(n) {
+				return c.fail(usagef("--file and --%s exclude each other", n))
+			}
+		}
+		fh, err := os.Open(*file)
+		if err != nil {
+			return c.fail(usagef("--file: %v", err))
+		}
+		evs, lines, err = readEvents(fh, segMax(opts))
+		fh.Close()
+		if err != nil {
+			return c.fail(fmt.Errorf("--file %s: %w", *file, err))
+		}
+	} else {
+		if err := requireFlags(f, "execution-id", "transaction-id", "payload"); err != nil {
+			return c.fail(err)
+		}
+		ev, err := checkEvent(localseg.Event{ExecutionID: *execID, TransactionID: *txnID, Payload: *payload}, segMax(opts))
+		if err != nil {
+			return c.fail(err)
+		}
+		evs, lines = []localseg.Event{ev}, []int{0}
+	}
+	for i, ev := range evs {
+		if err := checkOwned(own, ev); err != nil {
+			if batch {
+				err = fmt.Errorf("--file %s: line %d: %w", *file, lines[i], err)
+			}
+			return c.fail(err)
+		}
+	}
+
+	if useLocalRef(env) {
+		if err := c.refuseBucketWithLocalRef(f, env, "bucket", "sync-to-bucket"); err != nil {
+			return c.fail(err)
+		}
+		return c.appendLocalRef(opts, own, evs, batch)
+	}
+	if *sync {
+		if opts.BucketURL == "" {
+			return c.fail(usagef("--sync-to-bucket needs a bucket (--bucket or BUCKETLOG_BUCKET_URL)"))
+		}
+		// Synchronous mode needs the engine's tail ticker, so the
+		// background work runs for the life of the command.
+		opts.SyncToBucket = true
+		opts.ShutdownShipTimeout = opts.SyncWait
+	} else {
+		opts.NoBackground = true
+	}
+	l, err := bucketlog.Open(c.ctx, opts)
+	if err != nil {
+		return c.fail(err)
+	}
+	if batch {
+		res, err := l.AppendBatch(c.ctx, evs)
+		c.closeLog(l)
+		out := batchOutput{Action: actionAppendBatch, Appended: res.Appended, FirstSequence: res.FirstSequence, LastSequence: res.LastSequence}
+		switch {
+		case errors.Is(err, bucketlog.ErrNotInBucket):
+			return c.failWith(out, notInBucket(err, res.FirstSequence, res.LastSequence))
+		case err != nil:
+			return c.fail(err)
+		}
+		return c.emit(out)
+	}
+	res, err := l.Append(c.ctx, evs[0])
+	c.closeLog(l)
+	out := appendOutput{Action: actionAppend, ExecutionID: evs[0].ExecutionID, GlobalSequence: res.Seq,
+		ByteLen: len(evs[0].Payload), CreatedStream: res.Created, LogRecordCount: res.Tip}
+	switch {
+	case errors.Is(err, bucketlog.ErrNotInBucket):
+		return c.failWith(out, notInBucket(err, res.Seq, res.Seq))
+	case err != nil:
+		return c.fail(err)
+	}
+	return c.emit(out)
+}
+
+// notInBucket explains exit 7.
+func notInBucket(err error, first, last uint64) error {
+	seqs := fmt.Sprintf("sequence %d", first)
+	if last != first {
+		seqs = fmt.Sprintf("sequences %d-%d", first, last)
+	}
+	return fmt.Errorf("%w; %s stay durable locally and ship later: do not retry as a new append (that would duplicate them)", err, seqs)
+}
+
+func (c *cli) appendLocalRef(opts bucketlog.Options, own affinity.Ownership, evs []localseg.Event, batch bool) int {
+	d, _, err := openLocalRef(opts, own.Index, true)
+	if err != nil {
+		return c.fail(err)
+	}
+	defer d.Close()
+	if batch {
+		first, last, err := d.AppendBatch(evs)
+		if err != nil {
+			return c.fail(err)
+		}
+		return c.emit(batchOutput{Action: actionAppendBatch, Appended: len(evs), FirstSequence: first, LastSequence: last})
+	}
+	res, err := d.Append(evs[0])
+	if err != nil {
+		return c.fail(err)
+	}
+	return c.emit(appendOutput{Action: actionAppend, ExecutionID: evs[0].ExecutionID, GlobalSequence: res.Seq,
+		ByteLen: len(evs[0].Payload), CreatedStream: res.Created, LogRecordCount: res.Tip})
+}
+
+// oneShard is the common set-up of the one-shard commands: store flags,
+// --shard, the environment.
+type oneShard struct {
+	f     *flagSet
+	store *storeFlags
+	shard *shardFlag
+}
+
+func newOneShard(name, synopsis, about string) *oneShard {
+	f := newFlags(name, synopsis, about)
+	return &oneShard{f: f, store: addStoreFlags(f), shard: addShardFlag(f)}
+}
+
+// resolve returns the options for shard n of the store the flags name.
+func (s *oneShard) resolve(c *cli) (envConfig, bucketlog.Options, int, error) {
+	env := c.env()
+	opts := c.options(env)
+	if err := s.store.apply(s.f, &opts); err != nil {
+		return env, opts, 0, err
+	}
+	n, err := s.shard.shard(s.f, env)
+	if err != nil {
+		return env, opts, 0, err
+	}
+	// One shard of a pool at least n+1 wide: the command works on shard n
+	// only, so the pool's real width does not matter to it.
+	opts.ShardIndex, opts.ShardCount = n, max(n+1, opts.ShardCount)
+	return env, opts, n, nil
+}
+
+const scanAbout = `
+Reads one shard directory read-only (no lock, nothing written; it works while
+a server owns the shard). Output:
+  {"action":"eventlog-scan","exists","base","clamped","record_count","returned",
+   "records":[{"global_sequence","execution_id","transaction_id","byte_len","payload"}]}
+exists is false for a shard that holds no event (not an error); base is the
+first retained sequence; clamped is true when --after was below it;
+record_count counts every record after the cursor, returned those printed.
+Under NOETL_EHDB_EVENTLOG_BACKEND=local_reference it reads the JSONL driver.`
+
+func runScan(c *cli, args []string) int {
+	s := newOneShard("scan", "[--dir PATH] [--shard N] [--after N] [--limit N]", scanAbout)
+	page := addPageFlags(s.f)
+	if stop, code := c.parse(s.f, args); stop {
+		return code
+	}
+	env, opts, n, err := s.resolve(c)
+	if err == nil {
+		err = page.check()
+	}
+	if err != nil {
+		return c.fail(err)
+	}
+	if useLocalRef(env) {
+		d, ok, err := openLocalRef(opts, n, false)
+		if err != nil {
+			return c.fail(err)
+		}
+		if !ok {
+			return c.emit(scanOf(localseg.Page{Base: 1}))
+		}
+		defer d.Close()
+		p, err := d.Scan(page.after, page.limit)
+		if err != nil {
+			return c.fail(err)
+		}
+		return c.emit(scanOf(p))
+	}
+	opts.ReadOnly, opts.BucketURL = true, ""
+	l, err := bucketlog.Open(c.ctx, opts)
+	if err != nil {
+		return c.fail(err)
+	}
+	p, err := l.Scan(page.after, page.limit)
+	c.closeLog(l)
+	if err != nil {
+		return c.fail(err)
+	}
+	return c.emit(scanOf(p))
+}
+
+const readAbout = `
+Reads one execution's events in shard --shard. When the directory holds the
+shard it is read there, read-only ("served_by":"owner_resident"); otherwise,
+with a bucket (--bucket or BUCKETLOG_BUCKET_URL), the shard is cold-loaded
+from the bucket alone into a temporary directory that is removed afterwards
+("served_by":"non_owner_cold_load"); with neither it reads as empty.
+Routing an execution to its owner shard is the affinity drive's job
+(durable-eventlog-affinity-read). Output:
+  {"action":"eventlog-read-exec","execution_id","exists","base","clamped",
+   "record_count","returned","records":[…],"shard","served_by"}
+with the fields of scan. Under NOETL_EHDB_EVENTLOG_BACKEND=local_reference it
+reads the JSONL driver.`
+
+func runRead(c *cli, args []string) int {
+	s := newOneShard("read", "--execution-id ID [--dir PATH] [--shard N] [--after N] [--limit N] [--bucket URL]", readAbout)
+	execID := s.f.String("execution-id", "", "the execution `ID` (required)")
+	page := addPageFlags(s.f)
+	bucket := addBucketFlag(s.f, "cold-load the shard from this bucket when the directory does not hold it")
+	if stop, code := c.parse(s.f, args); stop {
+		return code
+	}
+	if err := requireFlags(s.f, "execution-id"); err != nil {
+		return c.fail(err)
+	}
+	env, opts, n, err := s.resolve(c)
+	if err == nil {
+		err = page.check()
+	}
+	if err != nil {
+		return c.fail(err)
+	}
+	id, err := checkName("execution_id", *execID)
+	if err != nil {
+		return c.fail(err)
+	}
+	url, err := bucket.value(s.f, env)
+	if err != nil {
+		return c.fail(err)
+	}
+	if useLocalRef(env) {
+		if err := c.refuseBucketWithLocalRef(s.f, env, "bucket"); err != nil {
+			return c.fail(err)
+		}
+		d, ok, err := openLocalRef(opts, n, false)
+		if err != nil {
+			return c.fail(err)
+		}
+		if !ok {
+			return c.emit(readOf(id, n, affinity.ServedByOwnerResident, localseg.Page{Base: 1}))
+		}
+		defer d.Close()
+		p, err := d.ReadExecution(id, page.after, page.limit)
+		if err != nil {
+			return c.fail(err)
+		}
+		return c.emit(readOf(id, n, affinity.ServedByOwnerResident, p))
+	}
+	held, err := holdsStore(localseg.ShardDir(opts.Dir, n))
+	if err != nil {
+		return c.fail(err)
+	}
+	if !held && url != "" {
+		p, err := c.coldRead(url, n, id, page)
+		if err != nil {
+			return c.fail(err)
+		}
+		return c.emit(readOf(id, n, affinity.ServedByNonOwnerColdLoad, p))
+	}
+	opts.ReadOnly, opts.BucketURL = true, ""
+	l, err := bucketlog.Open(c.ctx, opts)
+	if err != nil {
+		return c.fail(err)
+	}
+	res, err := l.ReadExecution(id, page.after, page.limit)
+	c.closeLog(l)
+	if err != nil {
+		return c.fail(err)
+	}
+	return c.emit(readOf(id, n, affinity.ServedByOwnerResident, res.Page))
+}
+
+// coldRead cold-loads shard n from the bucket read-only (what the engine's
+// non-owner read does) and reads one execution. The engine offers this
+// only to an owner opened writable over another shard, so the command
+// calls the cold load itself.
+func (c *cli) coldRead(url string, n int, id string, page *pageFlags) (localseg.Page, error) {
+	b, err := blobtier.Open(c.ctx, url, blobtier.Options{})
+	if err != nil {
+		return localseg.Page{}, usagef("%v", err)
+	}
+	defer b.Close()
+	st, cleanup, err := coldload.ReadOnly(c.ctx, b, uint32(n), "")
+	if err != nil {
+		return localseg.Page{}, fmt.Errorf("cold load shard %d from the bucket: %w", n, err)
+	}
+	defer cleanup()
+	defer st.Close()
+	return st.ReadExecution(id, page.after, page.limit)
+}
+
+const tailAbout = `
+Pulls up to --limit events after the consumer's cursor from shard --shard,
+creating the durable consumer on its first pull of a non-empty shard. A pull
+of a shard that holds nothing answers "exists":false and writes nothing.
+Output:
+  {"action":"eventlog-tail","consumer","exists","created_consumer",
+   "acked_sequence","pending_count","returned","records":[…]}
+The command takes the shard's writer lock (exit 3 while a server owns it).
+Under NOETL_EHDB_EVENTLOG_BACKEND=local_reference it uses the JSONL driver.`
+
+func runTail(c *cli, args []string) int {
+	s := newOneShard("tail", "--consumer C [--dir PATH] [--shard N] [--limit N] [--bucket URL]", tailAbout)
+	consumer := s.f.String("consumer", "", "the consumer name `C` ([A-Za-z0-9_-], required)")
+	limit := s.f.Int("limit", defaultLimit, fmt.Sprintf("at most this many records, 0 to %d", maxLimit))
+	bucket := addBucketFlag(s.f, "the bucket the shard ships to")
+	if stop, code := c.parse(s.f, args); stop {
+		return code
+	}
+	if err := requireFlags(s.f, "consumer"); err != nil {
+		return c.fail(err)
+	}
+	if *limit < 0 || *limit > maxLimit {
+		return c.fail(usagef("--limit %d is outside 0..%d", *limit, maxLimit))
+	}
+	env, opts, n, err := s.resolve(c)
+	if err != nil {
+		return c.fail(err)
+	}
+	name, err := checkName("consumer", *consumer)
+	if err != nil {
+		return c.fail(err)
+	}
+	if opts.BucketURL, err = bucket.value(s.f, env); err != nil {
+		return c.fail(err)
+	}
+	empty := tailOf(name, localseg.PullResult{})
+	if useLocalRef(env) {
+		if err := c.refuseBucketWithLocalRef(s.f, env, "bucket"); err != nil {
+			return c.fail(err)
+		}
+		d, ok, err := openLocalRef(opts, n, false)
+		if err != nil {
+			return c.fail(err)
+		}
+		if !ok {
+			return c.emit(empty)
+		}
+		defer d.Close()
+		r, err := d.Pull(name, *limit)
+		if err != nil {
+			return c.fail(err)
+		}
+		return c.emit(tailOf(name, r))
+	}
+	if opts.BucketURL == "" {
+		// A shard that holds nothing answers "does not exist" without
+		// creating its directory.
+		held, err := holdsStore(localseg.ShardDir(opts.Dir, n))
+		if err != nil {
+			return c.fail(err)
+		}
+		if !held {
+			return c.emit(empty)
+		}
+	}
+	opts.NoBackground = true
+	l, err := bucketlog.Open(c.ctx, opts)
+	if err != nil {
+		return c.fail(err)
+	}
+	r, err := l.Pull(name, *limit)
+	c.closeLog(l)
+	if err != nil {
+		return c.fail(err)
+	}
+	return c.emit(tailOf(name, r))
+}
+
+// consumerCmd is the set-up of ack and consumer-delete: it opens the shard
+// writable, or answers that the consumer is unknown when the shard holds
+// nothing (without creating it).
+type consumerCmd struct {
+	*oneShard
+	consumer *string
+	bucket   *bucketFlag
+}
+
+func newConsumerCmd(name, synopsis, about string) *consumerCmd {
+	s := newOneShard(name, synopsis, about)
+	return &consumerCmd{
+		oneShard: s,
+		consumer: s.f.String("consumer", "", "the consumer name `C` (required)"),
+		bucket:   addBucketFlag(s.f, "the bucket the shard ships to"),
+	}
+}
+
+// open returns either the engine or the local_reference driver for the
+// consumer's shard (both nil with a nil error when the shard holds
+// nothing), and the trimmed consumer name.
+func (k *consumerCmd) open(c *cli) (l *bucketlog.Log, d *localref.Driver, name string, err error) {
+	env, opts, n, err := k.resolve(c)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if name, err = checkName("consumer", *k.consumer); err != nil {
+		return nil, nil, "", err
+	}
+	if opts.BucketURL, err = k.bucket.value(k.f, env); err != nil {
+		return nil, nil, "", err
+	}
+	if useLocalRef(env) {
+		if err := c.refuseBucketWithLocalRef(k.f, env, "bucket"); err != nil {
+			return nil, nil, "", err
+		}
+		d, _, err := openLocalRef(opts, n, false)
+		return nil, d, name, err
+	}
+	if opts.BucketURL == "" {
+		held, err := holdsStore(localseg.ShardDir(opts.Dir, n))
+		if err != nil || !held {
+			return nil, nil, name, err
+		}
+	}
+	opts.NoBackground = true
+	l, err = bucketlog.Open(c.ctx, opts)
+	return l, nil, name, err
+}
+
+func unknownConsumer(name string) error {
+	return fmt.Errorf("%w: %s (the shard holds no store)", localseg.ErrUnknownConsumer, name)
+}
+
+const ackAbout = `
+Moves the consumer's cursor forward to --sequence (an Ack frame, fsync'd).
+Acking at or below the cursor (but above 0) is a no-op that succeeds; acking
+0 or beyond the tip, or an unknown consumer, is invalid_state (exit 3).
+Output:
+  {"action":"eventlog-ack","consumer","acked_sequence"}
+Under NOETL_EHDB_EVENTLOG_BACKEND=local_reference it uses the JSONL driver.`
+
+func runAck(c *cli, args []string) int {
+	k := newConsumerCmd("ack", "--consumer C --sequence N [--dir PATH] [--shard N] [--bucket URL]", ackAbout)
+	seq := k.f.Uint64("sequence", 0, "the sequence `N` to ack through (required)")
+	if stop, code := c.parse(k.f, args); stop {
+		return code
+	}
+	if err := requireFlags(k.f, "consumer", "sequence"); err != nil {
+		return c.fail(err)
+	}
+	l, d, name, err := k.open(c)
+	var acked uint64
+	switch {
+	case err != nil:
+	case d != nil:
+		acked, err = d.Ack(name, *seq)
+		d.Close()
+	case l != nil:
+		acked, err = l.Ack(name, *seq)
+		c.closeLog(l)
+	default:
+		err = unknownConsumer(name)
+	}
+	if err != nil {
+		return c.fail(err)
+	}
+	return c.emit(ackOutput{Action: actionAck, Consumer: name, AckedSequence: acked})
+}
+
+const consumerDeleteAbout = `
+Deletes a durable consumer (a ConsumerDelete frame): it stops bounding GC,
+and replay forgets it. An unknown consumer is invalid_state (exit 3).
+Output:
+  {"action":"eventlog-consumer-delete","consumer","deleted":true}
+Under NOETL_EHDB_EVENTLOG_BACKEND=local_reference it uses the JSONL driver.`
+
+func runConsumerDelete(c *cli, args []string) int {
+	k := newConsumerCmd("consumer-delete", "--consumer C [--dir PATH] [--shard N] [--bucket URL]", consumerDeleteAbout)
+	if stop, code := c.parse(k.f, args); stop {
+		return code
+	}
+	if err := requireFlags(k.f, "consumer"); err != nil {
+		return c.fail(err)
+	}
+	l, d, name, err := k.open(c)
+	switch {
+	case err != nil:
+	case d != nil:
+		err = d.DeleteConsumer(name)
+		d.Close()
+	case l != nil:
+		err = l.DeleteConsumer(name)
+		c.closeLog(l)
+	default:
+		err = unknownConsumer(name)
+	}
+	if err != nil {
+		return c.fail(err)
+	}
+	return c.emit(deleteOutput{Action: actionConsumerDelete, Consumer: name, Deleted: true})
+}
