@@ -546,10 +546,16 @@ func TestSafetyCaseOnARealStore(t *testing.T) { // §6.6
 		t.Fatalf("shared pass: mark %+v, plan %s", res.Watermark, res.Plan.Reason)
 	}
 	// From the bucket alone, every event above the mark is still there:
-	// segment 2's in its tail object, the only off-box copy. (Checked by
-	// decoding every object above the mark: a cold load stops at the hole
-	// in the segment ids by design.)
+	// segment 2's in its tail object, the only off-box copy. Checked by
+	// decoding every object, and by a cold load (which stops at the hole in
+	// the segment ids unless asked to continue through the tail objects).
 	bucketHasEvents(t, b, 0, evs, res.Watermark.Seq)
+	ro, _, cleanup, err := coldload.ReadOnlyWith(ctx, b, 0, t.TempDir(), coldload.Options{AllowPartial: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	wantPage(t, "restore", scanAll(t, ro), evs, res.Watermark.Seq)
 }
 
 func TestDriveSharedGCHolds(t *testing.T) { // §6.2
