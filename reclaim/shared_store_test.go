@@ -632,3 +632,83 @@ func bucketHasEvents(t testing.TB, b blobtier.Bucket, shard uint32, evs []locals
 		}
 	}
 }
+
+// TestSharedRetriesAFailedDelete: the bucket refuses one delete; the pass
+// still succeeds (the watermark is committed, readers skip the object),
+// counts the failure, and the next pass deletes the orphan.
+func TestSharedRetriesAFailedDelete(t *testing.T) { // §6.1
+	ctx := context.Background()
+	fb := faultbucket.New(s3Blob(t), 1)
+	b := wrapBucket(t, fb.Bucket())
+	st, evs := filled(t, t.TempDir(), localseg.Options{}, 40, "c", 30)
+	ship(t, b, 0, st)
+	initial := bucketKeys(t, b, 0)
+	refused := blobtier.SegmentKey(0, 2)
+	fb.MustAdd(faultbucket.Rule{Op: faultbucket.OpDelete, Kind: faultbucket.Refuse, Key: refused, Times: 1})
+	res, err := Shared(ctx, st, b, 0, Owner, Policy{Enabled: true}, durableFn(t, b, 0, st))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Deleted.Failed != 1 || len(res.Deleted.Errors) != 1 || !slices.Contains(bucketKeys(t, b, 0), refused) {
+		t.Fatalf("deleted %+v", res.Deleted)
+	}
+	wantPage(t, "non-owner with an orphan", coldPage(t, b, 0), evs, res.Watermark.Seq)
+	again, err := Shared(ctx, st, b, 0, Owner, Policy{Enabled: true}, durableFn(t, b, 0, st))
+	if err != nil || again.Deleted.Segments != 1 || again.Deleted.Failed != 0 {
+		t.Fatalf("next pass deleted %+v, %v", again.Deleted, err)
+	}
+	if got, want := bucketKeys(t, b, 0), keysAbove(initial, res.Watermark); !slices.Equal(got, want) {
+		t.Fatalf("bucket %v, want %v", got, want)
+	}
+}
+
+// TestCleanupTailOnARealBucket: keys under the tail key space that do not
+// parse (written around blobtier, which refuses them) are listed, counted
+// and kept; a shard with no tail objects reports zero.
+func TestCleanupTailOnARealBucket(t *testing.T) { // §6.7, §6.8
+	ctx := context.Background()
+	bb := s3Blob(t)
+	b := wrapBucket(t, bb)
+	if res, err := CleanupTail(ctx, b, 0, 1000); err != nil || res.Reclaimed+res.Retained+res.Unparsed+res.Failed != 0 || res.Bytes != 0 {
+		t.Fatalf("empty shard: %+v, %v", res, err)
+	}
+	odd := []string{
+		"noetl.ehdb.tail.00000000.0000000000000001",
+		"noetl.ehdb.tail.00000000.0000000000000001.000000000000000A",
+		"noetl.ehdb.tail.00000000.0000000000000009.0000000000000001",
+		"noetl.ehdb.tail.00000000.notes.txt",
+	}
+	for _, k := range odd {
+		if err := bb.WriteAll(ctx, k, []byte("not ours"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.PutIfAbsent(ctx, blobtier.TailKey(0, 1, 5), []byte("frames"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PutIfAbsent(ctx, blobtier.TailKey(0, 6, 9), []byte("more frames"), 0); err != nil {
+		t.Fatal(err)
+	}
+	res, err := CleanupTail(ctx, b, 0, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Unparsed != len(odd) || res.Reclaimed != 1 || res.Bytes != int64(len("frames")) || res.Retained != 1 {
+		t.Fatalf("cleanup %+v", res)
+	}
+	for _, k := range odd {
+		if ok, err := bb.Exists(ctx, k); err != nil || !ok {
+			t.Fatalf("unrecognised key %s deleted (%v)", k, err)
+		}
+	}
+}
+
+func TestDriveSharedGCOnGCS(t *testing.T) { // §6.2
+	rep, err := DriveSharedGC(filepath.Join(t.TempDir(), "drive"), 2, gcsBucket(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Holds() {
+		t.Fatalf("drive does not hold: %+v (%s)", rep.Report, orString(rep.Report.Divergence, ""))
+	}
+}

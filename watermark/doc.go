@@ -41,7 +41,10 @@
 // # Crash assumptions and concurrency
 //
 // The watermark is a single object replaced atomically by the bucket, so a
-// crash leaves either the old or the new mark. Nothing here is cached:
+// crash leaves either the old or the new mark. On S3 and GCS a read takes
+// two requests (metadata, then bytes), so a read racing a replacement can
+// fail verification; Read tries again a few times (ReadAttempts) before it
+// reports corruption. Nothing here is cached:
 // every Advance starts from a fresh read, so a restarted process needs no
 // state. The functions hold no locks and are safe for concurrent use; the
 // bucket must be too.
