@@ -26,7 +26,13 @@ import (
 	"github.com/bucketlog/bucketlog/watermark"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// A package-level worker of gocloud's OpenCensus views, started by
+		// the emulator clients.
+		goleak.IgnoreAnyFunction("go.opencensus.io/stats/view.(*worker).start"),
+	)
+}
 
 // ctxT is a context that ends with the test, with a generous deadline as a
 // hang guard only.

@@ -275,7 +275,9 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 		total += t.size
 	}
 	h.prog.setTotal(len(items)+len(p.tails), total)
+	phase := opts.Now()
 	h.fetchSegments(ctx, items)
+	opts.Logger.Debug("coldload: segments read", "shard", shard, "segments", len(items), "took", opts.Now().Sub(phase))
 	if err := h.firstFatal(); err != nil {
 		return rep, p, err
 	}
@@ -323,35 +325,62 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 	}
 
 	// Tail objects and the cursor go through the store's ordinary durable
-	// append path.
-	sopts := opts.Store
-	sopts.ReadOnly = false
-	st, err := localseg.Open(tmp, sopts)
-	if err != nil {
-		return rep, p, fmt.Errorf("coldload: open the restored store: %w", err)
-	}
+	// append path. Opening the store replays every segment (it has no
+	// checkpoint yet), which costs as much as the verification above, so
+	// the store is opened only when there is something to append: a restore
+	// of sealed segments alone is complete as files.
+	var st *localseg.Store
 	defer func() {
 		if st != nil {
 			st.Close()
 		}
 	}()
-	if got := st.Tip(); got != pre.lastSeq {
-		return rep, p, fmt.Errorf("coldload: the restored segments end at sequence %d, the store says %d", pre.lastSeq, got)
+	open := func() (*localseg.Store, error) {
+		if st != nil {
+			return st, nil
+		}
+		sopts := opts.Store
+		sopts.ReadOnly = false
+		phase := opts.Now()
+		s, err := localseg.Open(tmp, sopts)
+		if err != nil {
+			return nil, fmt.Errorf("coldload: open the restored store: %w", err)
+		}
+		opts.Logger.Debug("coldload: store opened", "shard", shard, "took", opts.Now().Sub(phase))
+		st = s
+		if got := st.Tip(); got != pre.lastSeq {
+			return nil, fmt.Errorf("coldload: the restored segments end at sequence %d, the store says %d", pre.lastSeq, got)
+		}
+		return st, nil
 	}
-	tr, err := h.tailPhase(ctx, pre.lastSeq, opts.AllowPartial, st.AppendRecovered)
+	phase = opts.Now()
+	tr, err := h.tailPhase(ctx, pre.lastSeq, opts.AllowPartial, func(frames []localseg.Frame) error {
+		s, err := open()
+		if err != nil {
+			return err
+		}
+		return s.AppendRecovered(frames)
+	})
 	rep.TailObjects, rep.TailSuperseded, rep.TailRecords = tr.used, tr.superseded, tr.records
 	rep.Gaps = append(rep.Gaps, tr.gaps...)
 	if err != nil {
 		return rep, p, err
 	}
-	tip := st.Tip()
-	if tip != tr.cursor {
-		return rep, p, fmt.Errorf("coldload: recovered through sequence %d, the store says %d", tr.cursor, tip)
+	opts.Logger.Debug("coldload: tail objects applied", "shard", shard, "objects", tr.used, "took", opts.Now().Sub(phase))
+	tip := tr.cursor
+	if st != nil && st.Tip() != tip {
+		return rep, p, fmt.Errorf("coldload: recovered through sequence %d, the store says %d", tip, st.Tip())
 	}
-	clamped, n, err := applyCursor(st, p.cursor, tip)
-	rep.ClampedCursors, rep.Consumers = clamped, n
-	if err != nil {
-		return rep, p, err
+	if len(p.cursor.Consumers) > 0 && tip > 0 {
+		s, err := open()
+		if err != nil {
+			return rep, p, err
+		}
+		clamped, n, err := applyCursor(s, p.cursor, tip)
+		rep.ClampedCursors, rep.Consumers = clamped, n
+		if err != nil {
+			return rep, p, err
+		}
 	}
 	if tip > p.mark.Seq {
 		rep.FirstSeq, rep.LastSeq = p.mark.Seq+1, tip
@@ -363,10 +392,12 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 		}
 		rep.Short = short
 	}
-	err = st.Close()
-	st = nil
-	if err != nil {
-		return rep, p, fmt.Errorf("coldload: close the restored store: %w", err)
+	if st != nil {
+		err = st.Close()
+		st = nil
+		if err != nil {
+			return rep, p, fmt.Errorf("coldload: close the restored store: %w", err)
+		}
 	}
 	return rep, p, nil
 }
@@ -377,9 +408,6 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 // already carry further keeps its position. An empty store gets no
 // consumer (a pull of an empty store creates none either).
 func applyCursor(st *localseg.Store, c tailbatch.Cursor, tip uint64) ([]ClampedCursor, int, error) {
-	if len(c.Consumers) == 0 || tip == 0 {
-		return nil, 0, nil
-	}
 	snap, err := st.Snapshot()
 	if err != nil {
 		return nil, 0, fmt.Errorf("coldload: snapshot: %w", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/coldload"
 	"github.com/bucketlog/bucketlog/localseg"
+	"github.com/bucketlog/bucketlog/localseg/faultfs"
 	"github.com/bucketlog/bucketlog/tailbatch"
 )
 
@@ -911,4 +912,68 @@ func TestHydrateBadArguments(t *testing.T) {
 	if _, err := coldload.Hydrate(ctxT(t), b, 0, file, coldload.Options{AllowEmpty: true}); err == nil || !strings.Contains(err.Error(), file) {
 		t.Fatalf("a file as target: %v", err)
 	}
+}
+
+// A process crash at every write-class filesystem operation of a restore
+// (the operation and everything after it fail, as when the process dies
+// there) never leaves a half-hydrated store under the target's name: the
+// target is absent, or it is the complete store (the crash came after the
+// rename). A rerun then either restores from scratch or refuses the
+// complete store as non-empty.
+func TestProcessCrashAtEveryWriteNeverLeavesAHalfStore(t *testing.T) {
+	b, _ := memBucket(t)
+	o := newOwner(t, b, 0, 2048)
+	o.append(40)
+	if _, err := o.st.Pull("c", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.st.Ack("c", 30); err != nil {
+		t.Fatal(err)
+	}
+	o.seal()
+	o.publish()
+	o.append(5)
+	o.ship()
+	want := o.records()
+
+	var k int64
+	sawComplete := false
+	for ; ; k++ {
+		dir := target(t, 0)
+		crash := faultfs.CrashAt(k)
+		fsys := faultfs.Wrap(localseg.OSFS{}, crash)
+		_, err := coldload.Hydrate(ctxT(t), b, 0, dir, coldload.Options{Concurrency: 1, Store: localseg.Options{FS: fsys}})
+		at, crashed := crash.Crashed()
+		if !crashed {
+			if err != nil {
+				t.Fatalf("restore without a crash: %v", err)
+			}
+			sameRecords(t, allRecords(t, openRO(t, dir)), want)
+			break
+		}
+		if err == nil {
+			t.Fatalf("crash at %v (point %d) but the restore reported success", at, k)
+		}
+		complete := false
+		if ents, _ := os.ReadDir(dir); len(ents) > 0 {
+			complete, sawComplete = true, true
+			sameRecords(t, allRecords(t, openRO(t, dir)), want)
+		}
+		_, err = coldload.Hydrate(ctxT(t), b, 0, dir, coldload.Options{})
+		if complete {
+			mustErrIs(t, err, coldload.ErrNotEmpty)
+		} else if err != nil {
+			t.Fatalf("rerun after a crash at %v (point %d): %v", at, k, err)
+		}
+		noLeftovers(t, dir)
+		st := openRO(t, dir)
+		sameRecords(t, allRecords(t, st), want)
+		if snap, err := st.Snapshot(); err != nil || snap.Consumers["c"] != 30 {
+			t.Fatalf("after a crash at %v: consumers %+v (%v)", at, snap.Consumers, err)
+		}
+	}
+	if k < 20 || !sawComplete {
+		t.Fatalf("%d crash points, a crash after the rename seen: %v; the sweep did not exercise the restore", k, sawComplete)
+	}
+	t.Logf("%d crash points", k)
 }
