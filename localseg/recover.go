@@ -310,16 +310,7 @@ func (s *Store) recover() error {
 		}
 		return s.createFirstSegment()
 	}
-	if err := s.recoverSegments(kept); err != nil || s.readOnly {
-		return err
-	}
-	// Every entry this store builds on (a segment or checkpoint created by
-	// a process that died before syncing the directory) is made durable
-	// before anything new is acknowledged.
-	if err := s.fs.SyncDir(s.dir); err != nil {
-		return fmt.Errorf("localseg: fsync directory %s: %w", s.dir, err)
-	}
-	return nil
+	return s.recoverSegments(kept)
 }
 
 // createFirstSegment starts a store with no segment: id 1, or one above the
@@ -579,8 +570,17 @@ func (s *Store) recoverSegments(ids []uint64) error {
 		}
 	}
 	if trusted {
+		// A checkpoint naming the highest segment is written only after
+		// the directory fsync that made that segment's entry durable
+		// (at a rollover, and below), so there is nothing to sync.
 		s.ckptLen = ckFileLen
 		return s.openCheckpoint(false)
+	}
+	// Every entry this store builds on (a segment created by a process
+	// that died before syncing the directory) is made durable before the
+	// checkpoint names it and before anything new is acknowledged.
+	if err := s.fs.SyncDir(s.dir); err != nil {
+		return fmt.Errorf("localseg: fsync directory %s: %w", s.dir, err)
 	}
 	s.ckptLen = max(ckFileLen, 0)
 	return s.openCheckpoint(true)

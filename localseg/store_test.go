@@ -16,7 +16,17 @@ import (
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(cleanupAfter{m}) }
+
+// cleanupAfter removes the stores the benchmarks cached once every test
+// and benchmark ran.
+type cleanupAfter struct{ m *testing.M }
+
+func (c cleanupAfter) Run() int {
+	code := c.m.Run()
+	cleanupBenchStores()
+	return code
+}
 
 // Helpers.
 
