@@ -25,7 +25,7 @@ import (
 
 type countObserver struct{ fsyncs atomic.Int64 }
 
-func (o *countObserver) Fsync(time.Duration)          { o.fsyncs.Add(1) }
+func (o *countObserver) Fsync(time.Duration)         { o.fsyncs.Add(1) }
 func (o *countObserver) Sealed(localseg.SegmentInfo) {}
 
 func benchEvent(size, i int) localseg.Event {
