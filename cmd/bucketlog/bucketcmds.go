@@ -148,11 +148,21 @@ func runRestore(c *cli, args []string) int {
 		BucketURL: url, Shard: n, Dir: opts.Dir,
 		AllowPartial: *partial, AllowEmpty: *allowEmpty, Concurrency: *conc, Progress: progress,
 	})
+	if rep.Bytes == 0 && lastP.Bytes > 0 {
+		// coldload's report lost the counts of the objects its workers read
+		// (they are added after the report is returned); the progress
+		// callback saw every one of them.
+		rep.Objects += lastP.Objects
+		rep.Bytes = lastP.Bytes
+	}
 	out := struct {
 		Action string `json:"action"`
 		coldload.Report
 	}{"restore", rep}
 	if err != nil {
+		if rep.Objects == 0 && len(rep.Gaps) == 0 && rep.Short == nil {
+			return c.fail(err) // refused before reading anything: no report to show
+		}
 		return c.failWith(out, err)
 	}
 	fmt.Fprintf(c.stderr, "restore: shard %d: done: %s, sequences %d..%d, %.2fs\n", n, progressLine(lastP), rep.FirstSeq, rep.LastSeq, rep.Seconds)
@@ -311,6 +321,9 @@ func runGC(c *cli, args []string) int {
 		bucketlog.GCReport
 	}{"gc", rep}
 	if err != nil {
+		if rep.Plan.Reason == "" {
+			return c.fail(err) // refused before planning: no report to show
+		}
 		return c.failWith(out, err)
 	}
 	return c.emit(out)

@@ -100,7 +100,8 @@ type cli struct {
 	stderr io.Writer
 	getenv func(string) string
 	log    *slog.Logger
-	// name is the command being run, for messages.
+	// name is the command being run, for messages ("" before one is
+	// chosen).
 	name string
 }
 
@@ -108,9 +109,8 @@ type cli struct {
 // returns the exit code.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c := &cli{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv, log: logger, name: "bucketlog"}
+	c := &cli{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv, log: logger}
 	if len(args) == 0 {
-		topUsage(stderr)
 		return c.fail(usagef("no command given (bucketlog help lists them)"))
 	}
 	switch args[0] {
@@ -187,10 +187,18 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// prog names the program and command in messages.
+func (c *cli) prog() string {
+	if c.name == "" {
+		return "bucketlog"
+	}
+	return "bucketlog " + c.name
+}
+
 // emit prints the command's output object and returns exit code 0.
 func (c *cli) emit(v any) int {
 	if err := writeJSON(c.stdout, v); err != nil {
-		fmt.Fprintf(c.stderr, "bucketlog %s: write the output: %s\n", c.name, oneLine(err.Error()))
+		fmt.Fprintf(c.stderr, "%s: write the output: %s\n", c.prog(), oneLine(err.Error()))
 		return bucketlog.ExitCode(bucketlog.ClassStorage)
 	}
 	return 0
@@ -209,7 +217,7 @@ func (c *cli) fail(err error) int {
 func (c *cli) failWith(report any, err error) int {
 	class := classify(err)
 	msg := oneLine(err.Error())
-	fmt.Fprintf(c.stderr, "bucketlog %s: %s\n", c.name, msg)
+	fmt.Fprintf(c.stderr, "%s: %s\n", c.prog(), msg)
 	var b strings.Builder
 	body := "{}"
 	if report != nil {
@@ -230,7 +238,7 @@ func (c *cli) failWith(report any, err error) int {
 	}
 	b.WriteString("}\n")
 	if _, werr := io.WriteString(c.stdout, b.String()); werr != nil {
-		fmt.Fprintf(c.stderr, "bucketlog %s: write the output: %s\n", c.name, oneLine(werr.Error()))
+		fmt.Fprintf(c.stderr, "%s: write the output: %s\n", c.prog(), oneLine(werr.Error()))
 	}
 	return bucketlog.ExitCode(class)
 }
