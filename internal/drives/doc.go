@@ -12,6 +12,10 @@
 //   - AffinityAppend and AffinityRead (durable-eventlog-affinity-append and
 //     -read): one routed operation by one replica, with the routing decision
 //     in the outcome (the CLI exits 6 when an append is refused).
+//   - Shared (durable-eventlog-shared): a pool of engines (the root package),
+//     each owning one shard on a local disk of its own, over one bucket:
+//     shared miss, owner publish, non-owner cold load, parity, and crash
+//     recovery from the bucket alone.
 //
 // # Inputs
 //
@@ -21,14 +25,19 @@
 // also refuses an empty event set (the exported Recovery always brings its
 // own three events) and a consumer name that is not an identifier; the
 // affinity drive refuses fewer than 2 shards (one shard has no non-owner to
-// refuse) and more than MaxAffinityShards.
+// refuse) and more than MaxAffinityShards. The shared drive also refuses a
+// bucket that already holds any object of its pool's shards, so it never
+// mixes with (or hydrates) someone else's history.
 //
 // # Crash assumptions
 //
 // The "restart" of a drive closes every store and opens fresh ones over the
 // same directories, so nothing survives in memory. The affinity drive also
 // deletes every checkpoint.json first, as a crash could leave them stale,
-// so the recovery it proves is a replay of the segments.
+// so the recovery it proves is a replay of the segments. The shared drive's
+// crash cuts the owner's writes to the bucket before it closes its engine
+// (a killed process ships nothing at exit) and then deletes its whole local
+// directory, so what the new engine holds came from the bucket alone.
 //
 // # Concurrency
 //
