@@ -2,6 +2,7 @@ package localseg_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,11 +18,24 @@ func reclaimFixture(t *testing.T, o localseg.Options) (string, *localseg.Store, 
 	t.Helper()
 	dir := t.TempDir()
 	s := openT(t, dir, o)
-	evs := appendMany(t, s, 60, 3)
-	for _, c := range []string{"a", "never", "gone"} {
+	evs := appendMany(t, s, 5, 3)
+	// The consumers' frames land in the first segment, which the reclaim
+	// removes: only the write-forward carries them over.
+	for _, c := range []string{"a", "b", "never", "gone"} {
 		if _, err := s.Pull(c, 1); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if _, err := s.Ack("b", 4); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Ack("a", 3); err != nil {
+		t.Fatal(err)
+	}
+	for i := 5; i < 60; i++ {
+		ev := evt(fmt.Sprintf("e%d", i%3), i)
+		mustAppend(t, s, ev)
+		evs = append(evs, ev)
 	}
 	if _, err := s.Ack("a", 40); err != nil {
 		t.Fatal(err)
@@ -92,7 +106,12 @@ func TestReclaim(t *testing.T) {
 	mCreate := idx(is("create", "reclaim.json.tmp"))
 	mSync := idx(is("sync", "reclaim.json.tmp"))
 	mRename := idx(is("rename", "reclaim.json"))
-	mDir := idx(func(l string) bool { return strings.HasPrefix(l, "syncdir") })
+	mDir := -1
+	if mRename >= 0 {
+		if i := slices.IndexFunc(log[mRename:], func(l string) bool { return strings.HasPrefix(l, "syncdir") }); i >= 0 {
+			mDir = mRename + i
+		}
+	}
 	firstRm := idx(is("remove", "seg-"))
 	lastRm := lastIdx(is("remove", "seg-"))
 	order := []int{wf, wfSync, mCreate, mSync, mRename, mDir, firstRm, lastRm}
@@ -128,7 +147,7 @@ func TestReclaim(t *testing.T) {
 		if snap.ReclaimedSeq != res.ThroughSeq || snap.ReclaimedSeg != through.ID || snap.Segments[0].ID != through.ID+1 || snap.Segments[0].FirstSeq != res.ThroughSeq+1 {
 			t.Fatalf("snapshot %+v", snap)
 		}
-		if len(snap.Consumers) != 2 || snap.Consumers["a"] != 40 || snap.Consumers["never"] != 0 {
+		if len(snap.Consumers) != 3 || snap.Consumers["a"] != 40 || snap.Consumers["b"] != 4 || snap.Consumers["never"] != 0 {
 			t.Fatalf("consumers %v", snap.Consumers)
 		}
 		for id := uint64(1); id <= through.ID; id++ {
@@ -266,9 +285,9 @@ func TestReclaimWriteForwardRedControl(t *testing.T) {
 		s := openT(t, work, o)
 		snap, _ := s.Snapshot()
 		closeT(t, s)
-		_, ok := snap.Consumers["early"]
-		if writeForward != ok {
-			t.Fatalf("write-forward=%v: consumer present %v", writeForward, ok)
+		cur, ok := snap.Consumers["early"]
+		if writeForward != ok || writeForward && cur != 5 {
+			t.Fatalf("write-forward=%v: consumer present %v at %d", writeForward, ok, cur)
 		}
 		if !writeForward {
 			t.Logf("RED as expected: without the write-forward the consumer is lost: %v", snap.Consumers)

@@ -335,10 +335,12 @@ func TestConsumers(t *testing.T) {
 	if !errors.Is(localseg.ErrUnknownConsumer, localseg.ErrInvalidState) {
 		t.Fatal("ErrUnknownConsumer is not an ErrInvalidState")
 	}
-	// A no-op ack writes nothing.
+	// A no-op ack (at or below the cursor) writes nothing.
 	before := dirBytes(t, dir)
-	if _, err := s.Ack("c1", 3); err != nil {
-		t.Fatal(err)
+	for _, seq := range []uint64{10, 3} {
+		if cur, err := s.Ack("c1", seq); err != nil || cur != 10 {
+			t.Fatalf("no-op ack of %d: %d %v", seq, cur, err)
+		}
 	}
 	if !sameFiles(before, dirBytes(t, dir)) {
 		t.Fatal("a no-op ack changed the files")
@@ -829,4 +831,36 @@ func TestWriteSegmentFile(t *testing.T) {
 	if last := snap2.Segments[len(snap2.Segments)-1]; last.ID != next || last.FirstSeq != 26 {
 		t.Fatalf("appended into %+v", last)
 	}
+}
+
+// CHECKLIST §1.8: a whole frame with a bad CRC is a hard error naming its
+// segment and offset: at open without a checkpoint, at the first read with
+// one (the open is O(1) and does not read it).
+func TestBadCRC(t *testing.T) {
+	dir := t.TempDir()
+	o := localseg.Options{SegmentMaxBytes: 1024}
+	s := openT(t, dir, o)
+	appendMany(t, s, 20, 2)
+	closeT(t, s)
+	seg := segFiles(t, dir)[1]
+	bounds := frameBounds(t, seg, func() int64 { fi, _ := os.Stat(seg); return fi.Size() }())
+	b, _ := os.ReadFile(seg)
+	b[bounds[1]+8] ^= 0xff // the CRC of the second frame
+	os.WriteFile(seg, b, 0o644)
+	want := func(err error) {
+		t.Helper()
+		var ce *localseg.CorruptionError
+		if !errors.As(err, &ce) || ce.Segment != 2 || ce.Offset != bounds[1] || !errors.Is(err, localseg.ErrCorrupt) {
+			t.Fatalf("%v, want corruption of segment 2 at %d", err, bounds[1])
+		}
+	}
+	s = openT(t, dir, o)
+	_, err := s.Scan(0, 1)
+	want(err)
+	_, err = s.Scan(0, 1) // and it stays an error
+	want(err)
+	closeT(t, s)
+	os.Remove(filepath.Join(dir, "checkpoint.json"))
+	_, err = localseg.Open(dir, o)
+	want(err)
 }

@@ -33,26 +33,25 @@ func (s *Store) probeUnknownLocked() error {
 		return nil
 	}
 	firsts := make([]uint64, len(jobs))
+	errs := make([]error, len(jobs))
 	s.mu.Unlock()
-	var err error
 	for i, j := range jobs {
-		var r *rfile
-		if r, err = s.readers.get(j.seg.id); err != nil {
-			err = fmt.Errorf("localseg: open segment %d: %w", j.seg.id, err)
-			break
-		}
-		firsts[i], err = probeFirstEvent(r.f, j.seg.id, j.size)
-		s.readers.put(r)
+		r, err := s.readers.get(j.seg.id)
 		if err != nil {
-			break
+			errs[i] = fmt.Errorf("localseg: open segment %d: %w", j.seg.id, err)
+			continue
 		}
+		firsts[i], errs[i] = probeFirstEvent(r.f, j.seg.id, j.size)
+		s.readers.put(r)
 	}
 	s.mu.Lock()
-	if err != nil {
-		return err
-	}
 	for i, j := range jobs {
-		if !j.seg.known {
+		switch {
+		case j.seg.id <= s.reclaimedSeg || j.seg.known:
+			// Reclaimed, or learned by an index build, meanwhile.
+		case errs[i] != nil:
+			return errs[i]
+		default:
 			j.seg.first, j.seg.known = firsts[i], true
 		}
 	}
