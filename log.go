@@ -547,3 +547,13 @@ func writeBucketRecord(fsys localseg.FS, dir string, r bucketRecord) error {
 	}
 	return fsys.SyncDir(dir)
 }
+
+// ShippedThrough is the highest sequence the bucket holds contiguously as
+// far as this process knows (0 without a bucket). In asynchronous mode an
+// event above it would be lost with the local disk.
+func (l *Log) ShippedThrough() uint64 {
+	if l.ship == nil {
+		return 0
+	}
+	return l.ship.repl.ShippedThrough()
+}
