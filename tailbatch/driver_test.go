@@ -165,8 +165,21 @@ func TestBlockedUploadDoesNotBlockAppends(t *testing.T) {
 	case <-time.After(hangGuard):
 		t.Fatal("appends did not complete while an upload was blocked")
 	}
-	if batches, err := r.Prepare(s); err != nil || len(batches) == 0 {
-		t.Fatalf("prepare while an upload is blocked: %v, %v", batches, err)
+	prepared := make(chan error, 1)
+	go func() {
+		batches, err := r.Prepare(s)
+		if err == nil && len(batches) == 0 {
+			err = errors.New("no batch")
+		}
+		prepared <- err
+	}()
+	select {
+	case err := <-prepared:
+		if err != nil {
+			t.Fatalf("prepare while an upload is blocked: %v", err)
+		}
+	case <-time.After(hangGuard):
+		t.Fatal("prepare did not complete while an upload was blocked")
 	}
 	select {
 	case err := <-passDone:

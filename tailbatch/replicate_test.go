@@ -352,22 +352,28 @@ func TestConflictStopsShipping(t *testing.T) {
 	}
 }
 
-// CHECKLIST §4.9: Prepare touches no bucket. It succeeds while the bucket
-// refuses every call (and makes no request to it); the upload of what it
-// prepared then fails against that same bucket.
+// CHECKLIST §4.9: Prepare touches no bucket. After a pass that did use the
+// bucket (so a replicator that kept it around could reach it), the bucket
+// starts refusing every call: Prepare still succeeds and makes no request;
+// the upload of what it prepared then fails against that same bucket.
 func TestPrepareTouchesNoBucket(t *testing.T) {
 	ctx := context.Background()
 	s := openStore(t, localseg.Options{})
 	b := newTestBucket(newMemBucket(t))
+	r := tailbatch.New(0, 0, tailbatch.Options{})
+	shipped := appendN(t, s, 3)
+	if _, err := r.Replicate(ctx, s, b); err != nil {
+		t.Fatalf("first pass: %v", err)
+	}
+
 	b.setBefore(refuseAll)
 	tip := appendN(t, s, 8)
-
-	r := tailbatch.New(0, 0, tailbatch.Options{})
+	before := b.total()
 	batches, err := r.Prepare(s)
-	if err != nil || len(batches) != 1 || batches[0].LastSeq != tip {
+	if err != nil || len(batches) != 1 || batches[0].FirstSeq != shipped+1 || batches[0].LastSeq != tip {
 		t.Fatalf("prepare while the bucket refuses = %v, %v", batches, err)
 	}
-	if n := b.total(); n != 0 {
+	if n := b.total() - before; n != 0 {
 		t.Fatalf("prepare made %d bucket requests", n)
 	}
 	err = tailbatch.Upload(ctx, b, s, batches[0])
@@ -375,7 +381,7 @@ func TestPrepareTouchesNoBucket(t *testing.T) {
 		t.Fatalf("upload against the refusing bucket: %v", err)
 	}
 	r.Fail(batches[0], err)
-	if r.ShippedThrough() != 0 || r.Stats().Failed != 1 {
+	if r.ShippedThrough() != shipped || r.Stats().Failed != 1 {
 		t.Fatalf("after the failed upload: cursor %d stats %+v", r.ShippedThrough(), r.Stats())
 	}
 }
