@@ -643,7 +643,11 @@ func runServe(c *cli, args []string) int {
 	code := 0
 	select {
 	case <-c.ctx.Done():
-		logger.Info("stopping: no new requests; shipping the tail one last time")
+		if opts.BucketURL != "" {
+			logger.Info("stopping: no new requests; then the tail ships one last time")
+		} else {
+			logger.Info("stopping: no new requests")
+		}
 	case err := <-served:
 		// The listener failed under us: stop like a SIGTERM, but say so.
 		logger.Error("the HTTP server stopped", "err", err)

@@ -736,3 +736,88 @@ func waitReadyz(t *testing.T, h http.Handler, status int, reason string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestServeProcessBucketDown: with the bucket gone after start, serve keeps
+// appending (201) while /readyz answers 503 naming the bucket, and SIGTERM
+// still exits 0 once the last shipment gives up at its bound (the events
+// stay durable on the local disk).
+func TestServeProcessBucketDown(t *testing.T) {
+	s3, err := emulator.StartS3()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s3.Close()
+	if err := s3.CreateBucket("down"); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	s := startServer(t, "--dir", dir, "--bucket", s3.URL("down"), "--tail-interval", "100ms", "--shutdown-ship-timeout", "1s")
+	s3.Close()
+	for i := range 20 {
+		var out appendOutput
+		if code := do(t, "POST", s.base+"/v1/events", eventJSON("1", fmt.Sprint("t", i), "while the bucket is down"), &out); code != http.StatusCreated || out.GlobalSequence != uint64(i+1) {
+			t.Fatalf("append %d with the bucket down: %d %+v", i, code, out)
+		}
+	}
+	deadline := time.Now().Add(hangGuard)
+	for {
+		var ready readyOutput
+		code := do(t, "GET", s.base+"/readyz", "", &ready)
+		if code == http.StatusServiceUnavailable && strings.Contains(ready.Reason, "bucket") {
+			t.Logf("/readyz: %d %q", code, ready.Reason)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz stayed %d %+v with the bucket down", code, ready)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code := s.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("serve exited %d after SIGTERM with the bucket down; stderr:\n%s", code, s.stderr)
+	}
+	// The events are on the local disk.
+	res := runCLI(t, nil, "scan", "--dir", dir)
+	if res.code != 0 || res.num(t, "record_count") != 20 {
+		t.Fatalf("scan after the stop: %s", res)
+	}
+}
+
+// TestServeUsage: bad flags and configurations exit 2 before listening;
+// a shard that cannot open exits with its class after the listen line.
+func TestServeUsage(t *testing.T) {
+	for name, tc := range map[string]struct {
+		env  []string
+		args []string
+	}{
+		"bad listen address":  {nil, []string{"--listen", "nohost:notaport"}},
+		"partial shard pair":  {nil, []string{"--shard-index", "1"}},
+		"shard beyond count":  {nil, []string{"--shard-index", "2", "--shard-count", "2"}},
+		"sync without bucket": {nil, []string{"--sync-to-bucket"}},
+		"local_reference":     {[]string{"NOETL_EHDB_EVENTLOG_BACKEND=local_reference"}, nil},
+		"zero max body":       {nil, []string{"--max-body-bytes", "0"}},
+		"positional argument": {nil, []string{"extra"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			args := append([]string{"serve", "--dir", t.TempDir(), "--listen", "127.0.0.1:0"}, tc.args...)
+			runCLI(t, tc.env, args...).want(t, 2, "usage")
+		})
+	}
+
+	// A shard directory that ships to a bucket, served without it: the
+	// listen line, then the error, exit 2.
+	dir := t.TempDir()
+	l, err := bucketlog.Open(context.Background(), bucketlog.Options{Dir: dir, BucketURL: "mem://serve-usage", Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	cmd := exec.Command(binPath, "serve", "--dir", dir, "--listen", "127.0.0.1:0")
+	cmd.Env = baseEnv()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	if cmd.ProcessState.ExitCode() != 2 || len(lines) != 2 || !strings.Contains(lines[0], `"action":"serve"`) || !strings.Contains(lines[1], `"class":"usage"`) {
+		t.Fatalf("serve without the shard's bucket: %v exit %d\nstdout: %s\nstderr: %s", err, cmd.ProcessState.ExitCode(), stdout.String(), stderr.String())
+	}
+}
