@@ -32,17 +32,28 @@
 //     included), then fsync the directory once. Every downloaded segment is
 //     therefore sealed: the store never appends into an id that exists in
 //     the bucket, so its own uploads can never collide with old objects.
-//  6. Open the store writable and append the tail objects that go beyond
-//     the segments, in ascending order, through AppendRecovered (the
-//     ordinary durable append path; one fsync per 4 MiB of frames). Objects
-//     are read in parallel but applied in order; at most Concurrency of them
-//     are held at once.
+//     localseg requires the ids on disk to run consecutively from the
+//     reclaim base, so a partial restore whose prefix ends below ids the
+//     bucket holds beyond a hole fills those ids with empty segment files
+//     (Report.FillerSegments); they hold no frame and claim no sequence.
+//  6. Append the tail objects that go beyond the segments, in ascending
+//     order, through AppendRecovered (the ordinary durable append path; one
+//     fsync per 4 MiB of frames). Objects are read in parallel but applied
+//     in order; at most Concurrency of them are held at once.
 //  7. Apply the cursor object: every consumer is created and acked to its
 //     cursor clamped to the recovered tip (clamped ones are reported); a
 //     consumer the restored frames already carry further keeps its
 //     position. Then check the restore reached the cursor object's
 //     shipped_through (*ShortError unless AllowPartial).
-//  8. Close the store and rename the directory into place.
+//  8. Rename the directory into place.
+//
+// The store is opened (writable, for steps 6 and 7) only when there is
+// something to append. Opening a directory without a checkpoint replays
+// every segment, a second pass over frames the restore has just verified,
+// so a restore of sealed segments alone stays as files and the first open
+// of the result (the engine's, or ReadOnly's read-only one) does that
+// replay. The restore writes no checkpoint.json: its format is the store's
+// private business.
 //
 // # What is verified where
 //
@@ -67,6 +78,17 @@
 // A corrupt object is always an error naming its key (ObjectError, matching
 // ErrCorrupt), never a silently shortened replay; AllowPartial steps over
 // holes, not over corruption or conflicts.
+//
+// # After a partial restore
+//
+// AllowPartial salvages the prefix; the bucket still holds whatever lies
+// beyond the hole. The restored store will write new events under those
+// sequences and, in time, segments under those ids: its uploads then find
+// different objects under the same keys, which the shipper treats as a
+// second writer. Before the restored store ships, remove the shard's
+// objects beyond the restored tip from the bucket (or ship to a new
+// prefix). A hole whose sequences tail objects cover (GapError.
+// CoveredByTail) loses no event: the tail objects continue the prefix.
 //
 // # A live owner
 //

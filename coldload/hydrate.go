@@ -33,7 +33,9 @@ type Options struct {
 	// AllowPartial keeps the contiguous prefix when the bucket's history has
 	// a hole (and extends it with the tail objects that continue it), and
 	// accepts a restore short of the cursor object's shipped_through. The
-	// report lists the holes. Corrupt objects and conflicts still fail.
+	// report lists the holes. Corrupt objects and conflicts still fail. See
+	// the package documentation for what to do with the bucket's objects
+	// beyond the hole before the restored store ships.
 	AllowPartial bool
 	// AllowEmpty accepts a bucket holding nothing for the shard: the result
 	// is an empty store. Without it that is ErrEmpty.
@@ -150,6 +152,15 @@ func Hydrate(ctx context.Context, b Reader, shard uint32, dir string, opts Optio
 	}
 	fsys := opts.Store.FS
 	parent, base := filepath.Dir(dir), filepath.Base(dir)
+	// Directories created here become durable only when their own parents
+	// are synced: remember them, top-down, for the end.
+	var created []string
+	for d := parent; ; d = filepath.Dir(d) {
+		if _, err := fsys.Stat(d); !errors.Is(err, fs.ErrNotExist) || filepath.Dir(d) == d {
+			break
+		}
+		created = append([]string{d}, created...)
+	}
 	if err := fsys.MkdirAll(parent, 0o755); err != nil {
 		return rep, fmt.Errorf("coldload: create %s: %w", parent, err)
 	}
@@ -206,6 +217,11 @@ func Hydrate(ctx context.Context, b Reader, shard uint32, dir string, opts Optio
 	}
 	if err := fsys.SyncDir(parent); err != nil {
 		return rep, fmt.Errorf("coldload: sync %s: %w", parent, err)
+	}
+	for _, d := range created {
+		if err := fsys.SyncDir(filepath.Dir(d)); err != nil {
+			return rep, fmt.Errorf("coldload: sync %s: %w", filepath.Dir(d), err)
+		}
 	}
 	rep.Seconds = opts.Now().Sub(start).Seconds()
 	return rep, nil

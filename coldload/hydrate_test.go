@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -243,21 +244,24 @@ func TestManySegmentsColdLoadIntact(t *testing.T) {
 	if len(ids) < 50 {
 		t.Fatalf("want many segments, got %d", len(ids))
 	}
-	// Hold the first reads until two are in flight, so the test shows the
-	// reads overlap without depending on timing.
-	both := make(chan struct{})
-	var once = make(chan struct{}, 1)
+	// Every read blocks until four are in flight (the bound), then for a
+	// moment longer: a restore that ignored its bound would have more reads
+	// enter meanwhile. The test cannot pass by being slow: a fifth read
+	// would only ever add to the peak.
+	release := make(chan struct{})
+	var armed sync.Once
 	rec := &recorder{Reader: b}
 	rec.gate = func(string) {
-		if rec.inflight.Load() >= 2 {
-			select {
-			case once <- struct{}{}:
-				close(both)
-			default:
-			}
+		if rec.inflight.Load() >= 4 {
+			armed.Do(func() {
+				go func() {
+					time.Sleep(200 * time.Millisecond)
+					close(release)
+				}()
+			})
 		}
 		select {
-		case <-both:
+		case <-release:
 		case <-time.After(time.Minute): // hang guard only
 		}
 	}
@@ -270,8 +274,8 @@ func TestManySegmentsColdLoadIntact(t *testing.T) {
 	if rep.Segments != len(ids) {
 		t.Fatalf("restored %d segments, want %d", rep.Segments, len(ids))
 	}
-	if p := rec.peak.Load(); p < 2 || p > 4 {
-		t.Fatalf("peak reads in flight %d, want 2..4", p)
+	if p := rec.peak.Load(); p != 4 {
+		t.Fatalf("peak reads in flight %d, want the bound, 4", p)
 	}
 	got := segmentFiles(t, dir)
 	if len(got) != len(ids)+1 || !slices.Equal(got[:len(ids)], ids) {
@@ -856,8 +860,14 @@ func TestFailedRestoreLeavesNothingAndRerunSucceeds(t *testing.T) {
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(tmp, localseg.SegmentFileName(1)), []byte("garbage"), 0o644); err != nil {
-		t.Fatal(err)
+	for name, data := range map[string]string{
+		localseg.SegmentFileName(1):  "garbage",
+		localseg.SegmentFileName(77): "garbage",
+		"reclaim.json":               `{"reclaimed_through_seq":50,"reclaimed_through_segment":3}`,
+	} {
+		if err := os.WriteFile(filepath.Join(tmp, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, err := coldload.Hydrate(ctxT(t), b, 0, dir, coldload.Options{}); err != nil {
 		t.Fatalf("rerun: %v", err)
@@ -976,4 +986,44 @@ func TestProcessCrashAtEveryWriteNeverLeavesAHalfStore(t *testing.T) {
 		t.Fatalf("%d crash points, a crash after the rename seen: %v; the sweep did not exercise the restore", k, sawComplete)
 	}
 	t.Logf("%d crash points", k)
+}
+
+// Tail objects are read ahead in parallel within the bound and applied in
+// order: many small objects restore intact with at most Concurrency reads
+// (and so at most Concurrency objects held) at once.
+func TestManyTailObjectsReadWithinTheBound(t *testing.T) {
+	b, _ := memBucket(t)
+	o := newOwner(t, b, 0, 1<<20)
+	for range 30 {
+		o.append(3)
+		o.ship()
+	}
+	if n := len(listed(t, b, 0, blobtier.KindTail)); n != 30 {
+		t.Fatalf("%d tail objects, want 30", n)
+	}
+	release := make(chan struct{})
+	var armed sync.Once
+	rec := &recorder{Reader: b}
+	rec.gate = func(string) {
+		if rec.inflight.Load() >= 3 {
+			armed.Do(func() {
+				go func() {
+					time.Sleep(200 * time.Millisecond)
+					close(release)
+				}()
+			})
+		}
+		select {
+		case <-release:
+		case <-time.After(time.Minute): // hang guard only
+		}
+	}
+	dir, rep := mustHydrate(t, rec, 0, coldload.Options{Concurrency: 3})
+	sameRecords(t, allRecords(t, openRO(t, dir)), o.records())
+	if rep.TailObjects != 30 || rep.TailRecords != 90 {
+		t.Fatalf("report %+v", rep)
+	}
+	if p := rec.peak.Load(); p != 3 {
+		t.Fatalf("peak reads in flight %d, want the bound, 3", p)
+	}
 }
