@@ -164,8 +164,8 @@ func Hydrate(ctx context.Context, b Reader, shard uint32, dir string, opts Optio
 	if err := fsys.MkdirAll(parent, 0o755); err != nil {
 		return rep, fmt.Errorf("coldload: create %s: %w", parent, err)
 	}
-	// The lock makes two restores of one directory take turns, so the
-	// emptiness check below and the leftover cleanup cannot race.
+	// A second restore of the same directory fails at once on the lock, so
+	// the emptiness check below and the leftover cleanup cannot race.
 	lock, err := fsys.Lock(filepath.Join(parent, "."+base+".hydrate.lock"))
 	if err != nil {
 		return rep, fmt.Errorf("coldload: restore of %s: %w", dir, err)
@@ -235,9 +235,9 @@ func retriable(err error) bool {
 }
 
 // hydrateInto runs one attempt into the empty directory tmp.
-func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts Options) (Report, *plan, error) {
-	rep := Report{Shard: shard}
-	p, err := makePlan(ctx, b, shard)
+func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts Options) (rep Report, p *plan, err error) {
+	rep = Report{Shard: shard}
+	p, err = makePlan(ctx, b, shard)
 	if err != nil {
 		return rep, nil, err
 	}

@@ -271,8 +271,8 @@ func TestManySegmentsColdLoadIntact(t *testing.T) {
 	}})
 	sameRecords(t, allRecords(t, openRO(t, dir)), o.records())
 	gapless(t, allRecords(t, openRO(t, dir)), 1)
-	if rep.Segments != len(ids) {
-		t.Fatalf("restored %d segments, want %d", rep.Segments, len(ids))
+	if rep.Segments != len(ids) || rep.Objects != len(ids) || rep.Bytes != rep.SegmentBytes {
+		t.Fatalf("report %+v: want %d segments, each read once", rep, len(ids))
 	}
 	if p := rec.peak.Load(); p != 4 {
 		t.Fatalf("peak reads in flight %d, want the bound, 4", p)
