@@ -175,8 +175,11 @@ func (s *Store) readLocs(locs []loc) ([]Record, error) {
 			}
 			return nil, s.readErr(locs[i].seg, err)
 		}
+		// One string for the whole run: the records' fields are
+		// substrings of it (one allocation a run, not three a record).
+		page := string(buf)
 		for k := i; k < j; k++ {
-			rec, err := decodeRecord(buf[locs[k].off-start:], locs[k])
+			rec, err := decodeRecord(buf, page, int(locs[k].off-start), locs[k])
 			if err != nil {
 				return nil, err
 			}
@@ -187,22 +190,39 @@ func (s *Store) readLocs(locs []loc) ([]Record, error) {
 	return out, nil
 }
 
-// decodeRecord decodes the event frame at the start of b, which the index
-// says is event l.seq.
-func decodeRecord(b []byte, l loc) (Record, error) {
-	_, body, err := frameAt(b, 0)
+// decodeRecord decodes the event frame at b[o:], which the index says is
+// event l.seq; page is string(b).
+func decodeRecord(b []byte, page string, o int, l loc) (Record, error) {
+	_, body, err := frameAt(b, o)
 	if err != nil {
 		return Record{}, &CorruptionError{Segment: l.seg, Offset: l.off, Err: err}
 	}
-	f, err := decodeBody(body)
-	if err != nil {
-		return Record{}, &CorruptionError{Segment: l.seg, Offset: l.off, Err: err}
+	var rec Record
+	if v, ok := parseBodyFast(body); ok && v.kind == KindEvent {
+		at := o + HeaderSize
+		field := func(sp span) string {
+			if sp.esc {
+				return unescape(body[sp.lo:sp.hi])
+			}
+			return page[at+int(sp.lo) : at+int(sp.hi)]
+		}
+		rec = Record{Seq: v.seq, ExecutionID: field(v.exec), TransactionID: field(v.txn), Payload: field(v.payload)}
+	} else {
+		f, err := decodeBody(body)
+		if err != nil {
+			return Record{}, &CorruptionError{Segment: l.seg, Offset: l.off, Err: err}
+		}
+		if f.Kind != KindEvent {
+			rec.Seq = 0 // not an event: reported below
+		} else {
+			rec = Record{Seq: f.Seq, ExecutionID: f.ExecutionID, TransactionID: f.TransactionID, Payload: f.Payload}
+		}
 	}
-	if f.Kind != KindEvent || f.Seq != l.seq {
+	if rec.Seq != l.seq {
 		return Record{}, &CorruptionError{Segment: l.seg, Offset: l.off,
-			Err: fmt.Errorf("%w: the index locates event %d here, found %s %d", ErrCorrupt, l.seq, f.Kind, f.Seq)}
+			Err: fmt.Errorf("%w: the index locates event %d here, found another frame (sequence %d)", ErrCorrupt, l.seq, rec.Seq)}
 	}
-	return Record{Seq: f.Seq, ExecutionID: f.ExecutionID, TransactionID: f.TransactionID, Payload: f.Payload}, nil
+	return rec, nil
 }
 
 // Scan returns up to limit records after sequence after, in order. A
