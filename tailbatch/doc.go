@@ -51,7 +51,11 @@
 //     bucket holds: S is the cursor, every consumer is clamped to S, and S
 //     never moves backward.
 //   - At start the cursor comes from RebuildCursor: what the bucket holds
-//     contiguously from the reclaim base, never the local tip.
+//     contiguously from the reclaim base, never the local tip. The cursor
+//     must never sit below the local reclaim base: the engine calls Advance
+//     when segments become durable in the bucket (only those are reclaimed
+//     on a shipping store). A cursor left below the base makes Prepare
+//     return ErrBadExtent rather than name sequences it cannot read.
 //   - Options.Disabled makes the replicator do nothing at all.
 //
 // # The lock boundary

@@ -422,6 +422,11 @@ func TestCommitRequiresContiguity(t *testing.T) {
 	if err := r.Commit(c); err != nil || r.ShippedThrough() != c.LastSeq {
 		t.Fatalf("commit of an overlapping batch: %v, cursor %d", err, r.ShippedThrough())
 	}
+	foreign := c
+	foreign.Shard = 1
+	if err := r.Commit(foreign); !errors.Is(err, tailbatch.ErrBadBatch) {
+		t.Fatalf("commit of another shard's batch: %v", err)
+	}
 	if st := r.Stats(); st.Batches != 3 || st.NotContiguous != 1 {
 		t.Fatalf("stats = %+v", st)
 	}
@@ -637,5 +642,30 @@ func TestREDUnsealedEventsNeedTheTail(t *testing.T) {
 					len(m), m, unsealed, sealedThrough+1, tip)
 			}
 		})
+	}
+}
+
+// A cursor below the local reclaim base is refused by Prepare (it cannot
+// name sequences the store no longer has) until Advance moves it to the
+// base, after which shipping continues from there.
+func TestCursorBelowTheReclaimBase(t *testing.T) {
+	s := openStore(t, localseg.Options{SegmentMaxBytes: 2 << 10})
+	appendN(t, s, 60)
+	snap, err := s.Snapshot()
+	if err != nil || len(snap.Segments) < 3 {
+		t.Fatalf("snapshot: %d segments, %v", len(snap.Segments), err)
+	}
+	first := snap.Segments[0]
+	if _, err := s.Reclaim(first.ID); err != nil {
+		t.Fatal(err)
+	}
+	r := tailbatch.New(0, 0, tailbatch.Options{})
+	if _, err := r.Prepare(s); !errors.Is(err, tailbatch.ErrBadExtent) {
+		t.Fatalf("prepare below the base: %v", err)
+	}
+	r.Advance(first.LastSeq)
+	batches, err := r.Prepare(s)
+	if err != nil || len(batches) == 0 || batches[0].FirstSeq != first.LastSeq+1 {
+		t.Fatalf("prepare after Advance: %v, %v", batches, err)
 	}
 }

@@ -330,6 +330,8 @@ func (r *Replicator) Commit(b Batch) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
+	case b.Shard != r.shard:
+		return fmt.Errorf("%w: %v belongs to shard %d, not %d", ErrBadBatch, b, b.Shard, r.shard)
 	case b.LastSeq < b.FirstSeq:
 		return fmt.Errorf("%w: %v has sequences %d..%d", ErrBadBatch, b, b.FirstSeq, b.LastSeq)
 	case b.FirstSeq > r.shipped+1:
