@@ -118,8 +118,9 @@ func endToEnd(t *testing.T, e emu, b blobtier.Bucket) {
 	}
 	// The corrupt segment, and as a consequence a cursor object that now
 	// claims more than the bucket holds intact.
-	if len(vr.Problems) != 2 || vr.Problems[0].Key != key || vr.Problems[0].Class != coldload.ProblemCorrupt ||
-		vr.Problems[1].Class != coldload.ProblemCursor {
+	// (Problems are sorted by key: the cursor object's comes first.)
+	if len(vr.Problems) != 2 || vr.Problems[1].Key != key || vr.Problems[1].Class != coldload.ProblemCorrupt ||
+		vr.Problems[0].Class != coldload.ProblemCursor {
 		t.Fatalf("verify problems %+v, want corrupt %s and the cursor beyond", vr.Problems, key)
 	}
 }

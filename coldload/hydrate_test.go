@@ -1027,3 +1027,26 @@ func TestManyTailObjectsReadWithinTheBound(t *testing.T) {
 		t.Fatalf("peak reads in flight %d, want the bound, 3", p)
 	}
 }
+
+// Recovered tail frames go through the store's append path, so they roll
+// over into new segments at the restored store's segment size like any
+// append.
+func TestRecoveredTailRollsOverSegments(t *testing.T) {
+	b, _ := memBucket(t)
+	o := newOwner(t, b, 0, 1<<20)
+	o.append(200) // about 20 KiB, never sealed
+	o.ship()
+	dir, rep := mustHydrate(t, b, 0, coldload.Options{Store: localseg.Options{SegmentMaxBytes: 4096}})
+	if rep.TailRecords != 200 {
+		t.Fatalf("report %+v", rep)
+	}
+	st := openRO(t, dir)
+	sameRecords(t, allRecords(t, st), o.records())
+	snap, err := st.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Segments) < 4 || snap.Segments[0].ID != 1 {
+		t.Fatalf("segments %+v: want the tail spread over several from id 1", snap.Segments)
+	}
+}

@@ -3,6 +3,7 @@ package coldload
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/bucketlog/bucketlog/localseg"
@@ -87,10 +88,11 @@ func (h *run) tailPhase(ctx context.Context, start uint64, allowPartial bool, ap
 		todo = append(todo, i)
 	}
 	var (
-		win          window
-		pending      []localseg.Frame
-		pendingBytes int
-		prevKey      string
+		win              window
+		pending          []localseg.Frame
+		pendingBytes     int
+		prevKey          string
+		fromKey, thruKey string // the objects the pending frames come from
 	)
 	flush := func() error {
 		if apply == nil || len(pending) == 0 {
@@ -99,7 +101,11 @@ func (h *run) tailPhase(ctx context.Context, start uint64, allowPartial bool, ap
 		err := apply(pending)
 		clear(pending)
 		pending, pendingBytes = pending[:0], 0
-		return err
+		if err != nil {
+			return fmt.Errorf("coldload: append the frames of %s … %s: %w", fromKey, thruKey, err)
+		}
+		fromKey = ""
+		return nil
 	}
 	err := fetchOrdered(ctx, h, todo, func(i int, frames []decoded) (bool, error) {
 		t := h.p.tails[i]
@@ -160,6 +166,10 @@ func (h *run) tailPhase(ctx context.Context, start uint64, allowPartial bool, ap
 				pendingBytes += len(d.raw)
 			}
 		}
+		if fromKey == "" {
+			fromKey = t.key
+		}
+		thruKey = t.key
 		prevKey = t.key
 		if pendingBytes >= flushBytes {
 			if err := flush(); err != nil {

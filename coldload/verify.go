@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -268,6 +269,9 @@ func verifyShard(ctx context.Context, b Reader, shard uint32, conc int, prog *pr
 	for _, e := range h.fatal {
 		problems = append(problems, problemOf(shard, e))
 	}
+	// Segments are read in parallel: order the findings by key so two runs
+	// over the same bucket print the same report.
+	slices.SortStableFunc(problems, func(a, b Problem) int { return strings.Compare(a.Key, b.Key) })
 	return sr, problems, reads + int(h.reads.Load()), h.readBytes.Load(), nil
 }
 
