@@ -33,7 +33,10 @@ import (
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
-// binPath is the command built by TestMain.
+// binPath is the command built by TestMain. It is built without the race
+// detector even under -race: its concurrency is the engine's, which the
+// engine's own tests run under the detector, and a race-built binary made
+// this package's run ten times slower.
 var binPath string
 
 func TestMain(m *testing.M) {
