@@ -27,34 +27,39 @@
 //     with a *GapError naming the missing segment ids and sequences (and
 //     whether tail objects cover them), unless AllowPartial, which keeps the
 //     prefix before the hole and reports it.
-//  5. Create an empty segment file whose id is above every segment id the
+//  5. The restored store's next segment id is above every segment id the
 //     bucket has listed (orphans below the watermark and ids beyond a hole
-//     included), then fsync the directory once. Every downloaded segment is
-//     therefore sealed: the store never appends into an id that exists in
-//     the bucket, so its own uploads can never collide with old objects.
-//     localseg requires the ids on disk to run consecutively from the
-//     reclaim base, so a partial restore whose prefix ends below ids the
-//     bucket holds beyond a hole fills those ids with empty segment files
-//     (Report.FillerSegments); they hold no frame and claim no sequence.
+//     included), so every downloaded segment is sealed and the store never
+//     appends into an id that exists in the bucket: its own uploads can
+//     never collide with old objects. localseg requires the ids on disk to
+//     run consecutively from the reclaim base, so a partial restore whose
+//     prefix ends below ids the bucket holds beyond a hole fills those ids
+//     with empty segment files (Report.FillerSegments); they hold no frame
+//     and claim no sequence.
 //  6. Append the tail objects that go beyond the segments, in ascending
 //     order, through AppendRecovered (the ordinary durable append path; one
 //     fsync per 4 MiB of frames). Objects are read in parallel but applied
 //     in order; at most Concurrency of them are held at once.
 //  7. Apply the cursor object: every consumer is created and acked to its
 //     cursor clamped to the recovered tip (clamped ones are reported); a
-//     consumer the restored frames already carry further keeps its
-//     position. Then check the restore reached the cursor object's
-//     shipped_through (*ShortError unless AllowPartial).
-//  8. Rename the directory into place.
+//     consumer the restored frames already carry further keeps its position
+//     (replay keeps the higher ack). Then check the restore reached the
+//     cursor object's shipped_through (*ShortError unless AllowPartial).
+//  8. Fsync the directory once and rename it into place.
 //
-// The store is opened (writable, for steps 6 and 7) only when there is
-// something to append. Opening a directory without a checkpoint replays
-// every segment, a second pass over frames the restore has just verified,
-// so a restore of sealed segments alone stays as files and the first open
-// of the result (the engine's, or ReadOnly's read-only one) does that
-// replay. The restore writes no checkpoint.json: its format is the store's
-// private business.
-//
+// Steps 6 and 7 append to a side store, not to the restored directory:
+// opening a directory without a checkpoint replays every segment, which
+// would be a second pass over every frame just verified and cost as much
+// as the verification. The side store lives in a subdirectory whose reclaim
+// manifest puts its base at the end of the restored segments, so it opens
+// empty, at once, with its first segment at the next id; when it is closed
+// its segment files (and nothing else) move next to the restored ones. They
+// are the files the restored store would have written itself. When nothing
+// is appended the next segment is created empty instead. The restore writes
+// no checkpoint.json (its format is the store's private business), so the
+// first open of the result (the engine's, or ReadOnly's read-only one)
+// replays it once.
+
 // # What is verified where
 //
 //   - blobtier.Get checks every object's length and XXH64 against its

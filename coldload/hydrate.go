@@ -318,8 +318,6 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 		rep.Segments++
 		rep.SegmentBytes += it.size
 	}
-	// The empty next segment makes every downloaded segment sealed: the
-	// store appends (now and later) into an id the bucket has never held.
 	// localseg requires the ids on disk to be consecutive from the reclaim
 	// base, so when a partial restore's prefix ends below ids the bucket
 	// holds beyond a hole, those ids are filled with empty sealed segments
@@ -328,23 +326,24 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 	if pre.n > 0 {
 		firstFiller = items[pre.n-1].id + 1
 	}
-	for id := firstFiller; id <= rep.NextSegment; id++ {
+	for id := firstFiller; id < rep.NextSegment; id++ {
 		if err := localseg.WriteSegmentFile(fsys, tmp, id, nil); err != nil {
 			return rep, p, fmt.Errorf("coldload: create segment %d: %w", id, err)
 		}
-		if id < rep.NextSegment {
-			rep.FillerSegments++
-		}
-	}
-	if err := fsys.SyncDir(tmp); err != nil {
-		return rep, p, fmt.Errorf("coldload: sync %s: %w", tmp, err)
+		rep.FillerSegments++
 	}
 
-	// Tail objects and the cursor go through the store's ordinary durable
-	// append path. Opening the store replays every segment (it has no
-	// checkpoint yet), which costs as much as the verification above, so
-	// the store is opened only when there is something to append: a restore
-	// of sealed segments alone is complete as files.
+	// Tail objects and the cursor object go through the ordinary durable
+	// append path of a store: AppendRecovered. Opening the restored
+	// directory itself would replay every segment just verified (it has no
+	// checkpoint), a second pass over every frame. Instead the frames are
+	// appended to a side store opened in a subdirectory whose reclaim
+	// manifest puts its base at the end of the restored segments, so it
+	// opens empty, with its first segment at NextSegment; its segment files
+	// are then moved next to the restored ones. They are the files the
+	// restored store would have written itself. The side store is opened
+	// only when there is something to append.
+	side := filepath.Join(tmp, sideDir)
 	var st *localseg.Store
 	defer func() {
 		if st != nil {
@@ -355,17 +354,22 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 		if st != nil {
 			return st, nil
 		}
-		sopts := opts.Store
-		sopts.ReadOnly = false
-		phase := opts.Now()
-		s, err := localseg.Open(tmp, sopts)
-		if err != nil {
-			return nil, fmt.Errorf("coldload: open the restored store: %w", err)
+		if err := fsys.MkdirAll(side, 0o755); err != nil {
+			return nil, fmt.Errorf("coldload: create %s: %w", side, err)
 		}
-		opts.Logger.Debug("coldload: store opened", "shard", shard, "took", opts.Now().Sub(phase))
+		m := localseg.ReclaimManifest{ReclaimedThroughSeq: pre.lastSeq, ReclaimedThroughSegment: rep.NextSegment - 1}
+		if err := localseg.WriteReclaimManifest(fsys, side, m); err != nil {
+			return nil, fmt.Errorf("coldload: write the append store's manifest: %w", err)
+		}
+		sopts := opts.Store
+		sopts.ReadOnly, sopts.NoPreallocate = false, true
+		s, err := localseg.Open(side, sopts)
+		if err != nil {
+			return nil, fmt.Errorf("coldload: open the append store: %w", err)
+		}
 		st = s
 		if got := st.Tip(); got != pre.lastSeq {
-			return nil, fmt.Errorf("coldload: the restored segments end at sequence %d, the store says %d", pre.lastSeq, got)
+			return nil, fmt.Errorf("coldload: the append store starts at sequence %d, the segments end at %d", got, pre.lastSeq)
 		}
 		return st, nil
 	}
@@ -408,26 +412,38 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 		}
 		rep.Short = short
 	}
-	if st != nil {
-		err = st.Close()
+
+	if st == nil {
+		// Nothing appended: the empty next segment makes every restored
+		// segment sealed, so the store appends (now and later) into an id
+		// the bucket has never held.
+		if err := localseg.WriteSegmentFile(fsys, tmp, rep.NextSegment, nil); err != nil {
+			return rep, p, fmt.Errorf("coldload: create segment %d: %w", rep.NextSegment, err)
+		}
+	} else {
+		err := st.Close()
 		st = nil
 		if err != nil {
-			return rep, p, fmt.Errorf("coldload: close the restored store: %w", err)
+			return rep, p, fmt.Errorf("coldload: close the append store: %w", err)
 		}
+		if err := adoptSegments(fsys, side, tmp, rep.NextSegment); err != nil {
+			return rep, p, err
+		}
+	}
+	if err := fsys.SyncDir(tmp); err != nil {
+		return rep, p, fmt.Errorf("coldload: sync %s: %w", tmp, err)
 	}
 	return rep, p, nil
 }
 
-// applyCursor creates the cursor object's consumers in the store and acks
-// each to its cursor, clamped to the recovered tip (and reported when
-// clamped). A cursor never moves backward: a consumer the restored frames
-// already carry further keeps its position. An empty store gets no
-// consumer (a pull of an empty store creates none either).
+// applyCursor creates the cursor object's consumers and acks each to its
+// cursor, clamped to the recovered tip (and reported when clamped). The
+// append store does not know the consumers the restored segments carry, and
+// needs not: replay makes ConsumerCreate of a live consumer a no-op and
+// keeps the higher of two acks, so a consumer the restored frames already
+// carry further keeps its position. An empty store gets no consumer (a pull
+// of an empty store creates none either); the caller does not call it then.
 func applyCursor(st *localseg.Store, c tailbatch.Cursor, tip uint64) ([]ClampedCursor, int, error) {
-	snap, err := st.Snapshot()
-	if err != nil {
-		return nil, 0, fmt.Errorf("coldload: snapshot: %w", err)
-	}
 	var clamped []ClampedCursor
 	var frames []localseg.Frame
 	for _, name := range slices.Sorted(maps.Keys(c.Consumers)) {
@@ -436,20 +452,58 @@ func applyCursor(st *localseg.Store, c tailbatch.Cursor, tip uint64) ([]ClampedC
 			clamped = append(clamped, ClampedCursor{Consumer: name, Cursor: seq, ClampedTo: tip})
 			seq = tip
 		}
-		have, live := snap.Consumers[name]
-		if !live {
-			frames = append(frames, localseg.Frame{Kind: localseg.KindConsumerCreate, Consumer: name})
-		}
-		if seq > 0 && seq > have {
+		frames = append(frames, localseg.Frame{Kind: localseg.KindConsumerCreate, Consumer: name})
+		if seq > 0 {
 			frames = append(frames, localseg.Frame{Kind: localseg.KindAck, Consumer: name, Seq: seq})
 		}
 	}
-	if len(frames) > 0 {
-		if err := st.AppendRecovered(frames); err != nil {
-			return clamped, 0, fmt.Errorf("coldload: apply the cursor object: %w", err)
-		}
+	if err := st.AppendRecovered(frames); err != nil {
+		return clamped, 0, fmt.Errorf("coldload: apply the cursor object: %w", err)
 	}
 	return clamped, len(c.Consumers), nil
+}
+
+// sideDir is the subdirectory of the restore's temporary directory where
+// the append store lives until its segments are adopted.
+const sideDir = "append"
+
+// adoptSegments moves the append store's segment files into dir, checking
+// they run consecutively from first, and removes the rest of the append
+// store (its manifest, checkpoint and lock describe the side store only).
+func adoptSegments(fsys localseg.FS, side, dir string, first uint64) error {
+	names, err := fsys.ReadDir(side)
+	if err != nil {
+		return fmt.Errorf("coldload: read %s: %w", side, err)
+	}
+	want := first
+	for _, name := range names {
+		digits, ok := strings.CutPrefix(name, "seg-")
+		if !ok {
+			continue
+		}
+		digits, ok = strings.CutSuffix(digits, ".eslog")
+		if !ok {
+			continue
+		}
+		id, err := strconv.ParseUint(digits, 10, 64)
+		if err != nil || name != localseg.SegmentFileName(id) {
+			continue
+		}
+		if id != want {
+			return fmt.Errorf("coldload: the append store holds segment %d, want %d", id, want)
+		}
+		want++
+		if err := fsys.Rename(filepath.Join(side, name), filepath.Join(dir, name)); err != nil {
+			return fmt.Errorf("coldload: move segment %d: %w", id, err)
+		}
+	}
+	if want == first {
+		return fmt.Errorf("coldload: the append store holds no segment")
+	}
+	if err := removeAll(fsys, side); err != nil {
+		return fmt.Errorf("coldload: remove %s: %w", side, err)
+	}
+	return nil
 }
 
 // shardOfDir parses a shard directory name (shard-NNNN).

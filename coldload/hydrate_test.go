@@ -736,6 +736,28 @@ func TestCursorObjectIsClamped(t *testing.T) {
 			t.Fatalf("consumers %+v", got)
 		}
 	})
+	t.Run("a stale cursor never moves a consumer backward", func(t *testing.T) {
+		b, _ := memBucket(t)
+		o := newOwner(t, b, 0, 4096)
+		o.append(20)
+		if _, err := o.st.Pull("c", 1); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := o.st.Ack("c", 15); err != nil {
+			t.Fatal(err)
+		}
+		o.seal()
+		o.publish()
+		putCursor(t, b, 0, tailbatch.Cursor{V: 2, ShippedThrough: 20, Consumers: map[string]uint64{"c": 10}})
+		dir, _ := mustHydrate(t, b, 0, coldload.Options{})
+		snap, err := openRO(t, dir).Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if snap.Consumers["c"] != 15 {
+			t.Fatalf("consumer c at %d, want 15 (the segments' ack, above the stale cursor object)", snap.Consumers["c"])
+		}
+	})
 	t.Run("shipped_through beyond the bucket", func(t *testing.T) {
 		b := newBucketWith(t, tailbatch.Cursor{V: 3, ShippedThrough: 26, Consumers: map[string]uint64{"c": 26}})
 		dir := target(t, 0)
