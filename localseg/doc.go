@@ -57,9 +57,11 @@
 //     makes bytes durable.
 //   - A new or renamed directory entry is durable only after an fsync of
 //     its directory. The store fsyncs a file before the directory that
-//     names it, and fsyncs the store directory's parent and the directory
-//     itself at every writable open (an earlier process may have died
-//     between creating an entry and syncing it).
+//     names it. A writable open fsyncs the store directory's parent, and
+//     the directory itself unless a trusted checkpoint proves it was
+//     synced (a checkpoint names a segment only after the directory fsync
+//     that made it durable): an earlier process may have died between
+//     creating an entry and syncing it.
 //   - A file's reported size is not trusted: preallocated space, and a size
 //     change that outlived its data, read as zeros; a file may end early.
 //     Recovery decides from the bytes, never from the size.
@@ -128,7 +130,11 @@
 // (OpenReport.TornTailBytes, counted up to the last non-zero byte); a
 // read-only open serves the prefix and changes nothing. The exact rules,
 // and why each is safe, are on isTornTail in recover.go. A whole frame with
-// a valid CRC but bad JSON or a sequence gap is always corruption.
+// a valid CRC but bad JSON or a sequence gap is always corruption. A
+// writable open with a trusted checkpoint still reads the unused
+// preallocated tail of the active segment once (at most SegmentMaxBytes)
+// to prove it holds only zeros: leftovers of an interrupted write are
+// truncated away, so later appends never sit in front of stale bytes.
 //
 // # Read index
 //

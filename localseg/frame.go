@@ -249,7 +249,15 @@ type bodyView struct {
 // serde_json) writes it. It fully validates what it accepts; ok=false means
 // "not canonical", and the caller falls back to decodeBodySlow, which decides
 // whether the body is valid JSON of another layout or corrupt.
-func parseBodyFast(b []byte) (v bodyView, ok bool) {
+func parseBodyFast(b []byte) (v bodyView, ok bool) { return parseBody(b, false) }
+
+// parseBodyTrusted is parseBodyFast for a body already validated once (by
+// the replay that indexed it, or produced by this package's encoder) whose
+// CRC still matches: it locates the strings without re-checking their
+// characters. A body it cannot parse goes to the validating paths.
+func parseBodyTrusted(b []byte) (v bodyView, ok bool) { return parseBody(b, true) }
+
+func parseBody(b []byte, trusted bool) (v bodyView, ok bool) {
 	var i int
 	switch {
 	case bytes.HasPrefix(b, []byte(litEventOpen)):
@@ -260,26 +268,26 @@ func parseBodyFast(b []byte) (v bodyView, ok bool) {
 		if i, ok = litAt(b, i, litExecID); !ok {
 			return v, false
 		}
-		if v.exec, i, ok = scanString(b, i); !ok {
+		if v.exec, i, ok = scanString(b, i, trusted); !ok {
 			return v, false
 		}
 		if i, ok = litAt(b, i-1, litTxnID); !ok {
 			return v, false
 		}
-		if v.txn, i, ok = scanString(b, i); !ok {
+		if v.txn, i, ok = scanString(b, i, trusted); !ok {
 			return v, false
 		}
 		if i, ok = litAt(b, i-1, litPayload); !ok {
 			return v, false
 		}
-		if v.payload, i, ok = scanString(b, i); !ok {
+		if v.payload, i, ok = scanString(b, i, trusted); !ok {
 			return v, false
 		}
 		i, ok = litAt(b, i-1, litClose2)
 		return v, ok && i == len(b)
 	case bytes.HasPrefix(b, []byte(litAckOpen)):
 		v.kind = KindAck
-		if v.consumr, i, ok = scanString(b, len(litAckOpen)); !ok {
+		if v.consumr, i, ok = scanString(b, len(litAckOpen), trusted); !ok {
 			return v, false
 		}
 		if i, ok = litAt(b, i-1, litAckSeq); !ok {
@@ -299,7 +307,7 @@ func parseBodyFast(b []byte) (v bodyView, ok bool) {
 	default:
 		return v, false
 	}
-	if v.consumr, i, ok = scanString(b, i); !ok {
+	if v.consumr, i, ok = scanString(b, i, trusted); !ok {
 		return v, false
 	}
 	i, ok = litAt(b, i-1, litClose2)
@@ -341,7 +349,7 @@ func parseUintAt(b []byte, i int) (uint64, int, bool) {
 // the text that was written. The closing quote and backslashes are found
 // with bytes.IndexByte (vectorized); the runs between are checked 8 bytes
 // at a time.
-func scanString(b []byte, i int) (span, int, bool) {
+func scanString(b []byte, i int, trusted bool) (span, int, bool) {
 	start, esc := i, false
 	for {
 		q := bytes.IndexByte(b[i:], '"')
@@ -351,13 +359,13 @@ func scanString(b []byte, i int) (span, int, bool) {
 		q += i
 		bs := bytes.IndexByte(b[i:q], '\\')
 		if bs < 0 {
-			if !validRun(b[i:q]) {
+			if !trusted && !validRun(b[i:q]) {
 				return span{}, i, false
 			}
 			return span{lo: int32(start), hi: int32(q), esc: esc}, q + 1, true
 		}
 		bs += i
-		if !validRun(b[i:bs]) {
+		if !trusted && !validRun(b[i:bs]) {
 			return span{}, i, false
 		}
 		n, ok := validEscape(b, bs)
@@ -374,6 +382,21 @@ func scanString(b []byte, i int) (span, int, bool) {
 func validRun(run []byte) bool {
 	ascii := true
 	i := 0
+	for ; i+16 <= len(run); i += 16 {
+		// Every byte in [0x20, 0x7f] (the common case) sets no high bit
+		// in x, nor in x-0x20 per byte.
+		x := binary.LittleEndian.Uint64(run[i:])
+		y := binary.LittleEndian.Uint64(run[i+8:])
+		if ((x-lsb8*0x20)|x|(y-lsb8*0x20)|y)&msb8 == 0 {
+			continue
+		}
+		if hasByteLess(x, 0x20) || hasByteLess(y, 0x20) {
+			return false
+		}
+		if (x|y)&msb8 != 0 {
+			ascii = false
+		}
+	}
 	for ; i+8 <= len(run); i += 8 {
 		x := binary.LittleEndian.Uint64(run[i:])
 		if hasByteLess(x, 0x20) {
@@ -576,7 +599,7 @@ func jsonString(fields map[string]json.RawMessage, name string, err error) (stri
 	if len(raw) < 2 || raw[0] != '"' {
 		return "", bodyErr("field %q is not a string", name)
 	}
-	sp, end, ok := scanString(raw, 1)
+	sp, end, ok := scanString(raw, 1, false)
 	if !ok || end != len(raw) {
 		return "", bodyErr("field %q: malformed string", name)
 	}
