@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sort"
 	"unsafe"
 )
 
@@ -127,15 +128,32 @@ func (s *Store) locLocked(seq uint64) (loc, error) {
 	return l, nil
 }
 
-// locateRunLocked locates the n sequences from first on.
+// locateRunLocked locates the n sequences from first on, walking the
+// index's segments in order.
 func (s *Store) locateRunLocked(first, n uint64) ([]loc, error) {
 	locs := make([]loc, 0, n)
-	for seq := first; seq < first+n; seq++ {
-		l, err := s.locLocked(seq)
-		if err != nil {
-			return nil, err
+	if n == 0 {
+		return locs, nil
+	}
+	x := s.idx
+	i := sort.Search(len(x.segs), func(i int) bool { return x.segs[i].first+uint64(x.segs[i].n()) > first })
+	for seq := first; seq < first+n; i++ {
+		if i >= len(x.segs) || seq < x.segs[i].first {
+			return nil, fmt.Errorf("%w: sequence %d is not in the index", ErrCorrupt, seq)
 		}
-		locs = append(locs, l)
+		si := &x.segs[i]
+		seg := s.segByID(si.id)
+		if seg == nil {
+			return nil, fmt.Errorf("%w: segment %d of sequence %d", ErrReclaimed, si.id, seq)
+		}
+		k, cnt := int(seq-si.first), si.n()
+		for ; k < cnt && seq < first+n; k, seq = k+1, seq+1 {
+			l := loc{seq: seq, seg: si.id, off: si.off(k), end: seg.size}
+			if k+1 < cnt {
+				l.end = si.off(k + 1)
+			}
+			locs = append(locs, l)
+		}
 	}
 	return locs, nil
 }
