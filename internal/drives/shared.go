@@ -101,6 +101,9 @@ type sharedHooks struct {
 	// disableTail: the owners ship sealed segments but not the unsealed
 	// tail (tail replication off).
 	disableTail bool
+	// afterPublish runs once every owner has shipped, before the cold
+	// loads.
+	afterPublish func(d *sharedRun) error
 }
 
 // sharedReplica is one member of the pool: the engine that owns shard
@@ -185,6 +188,11 @@ func sharedDrive(root string, shardCount int, b blobtier.Bucket, hooks sharedHoo
 	published := d.publish()
 	det.SharedSegments = d.countSegments()
 	det.OwnerPublishedOK = published && d.checkPublished()
+	if hooks.afterPublish != nil {
+		if err := hooks.afterPublish(d); err != nil {
+			return SharedReport{}, err
+		}
+	}
 
 	det.NonownerColdloadFromSharedOK, det.ParityOK = d.checkColdLoads()
 	det.CrashRecoveryFromSharedOK = d.crashRecovery()

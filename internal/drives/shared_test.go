@@ -10,6 +10,7 @@ import (
 
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/internal/emulator"
+	"github.com/bucketlog/bucketlog/localseg"
 )
 
 // memBucket is a fresh in-memory bucket, closed with the test.
@@ -174,6 +175,30 @@ func TestSharedDriveRedNoTail(t *testing.T) {
 	// The sealed segments did ship.
 	if d.SharedSegments != 2 {
 		t.Fatalf("shared segments %d, want 2", d.SharedSegments)
+	}
+	t.Logf("divergence: %s", deref(d.Divergence))
+}
+
+// TestSharedDriveRedOwnerAhead is the RED control of parity: an owner
+// that appends after its last shipment serves an event the bucket lacks,
+// so the non-owner's cold load (which matches everything that was shipped)
+// no longer equals the owner's page.
+func TestSharedDriveRedOwnerAhead(t *testing.T) {
+	hooks := sharedHooks{afterPublish: func(d *sharedRun) error {
+		r := d.pool[0]
+		_, err := r.log.Append(d.ctx, localseg.Event{ExecutionID: r.exec, TransactionID: "unshipped", Payload: "only on the owner's disk"})
+		return err
+	}}
+	rep, err := sharedDrive(filepath.Join(t.TempDir(), "pool"), 2, memBucket(t), hooks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := rep.Report
+	if rep.Holds() || d.ParityOK {
+		t.Fatalf("parity holds with the owner ahead of the bucket: %+v", d)
+	}
+	if !d.NonownerColdloadFromSharedOK || !d.OwnerPublishedOK {
+		t.Fatalf("flags %+v", d)
 	}
 	t.Logf("divergence: %s", deref(d.Divergence))
 }
