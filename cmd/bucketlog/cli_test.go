@@ -456,6 +456,9 @@ type badCase struct {
 	stderrHas string
 	owner     int // for not_owner: the owner shard the output must name
 	noDir     bool
+	// needsStore: setup works on the seeded store, so the row does not
+	// also run against a root that does not exist yet.
+	needsStore bool
 }
 
 // TestBadInput is the bad-input table: every refusal gets its exit code,
@@ -520,19 +523,19 @@ func TestBadInput(t *testing.T) {
 		{name: "read missing execution id", args: []string{"read"}, code: 2, class: "usage"},
 		{name: "tail bad consumer", args: []string{"tail", "--consumer", "bad name"}, code: 4, class: "invalid_input"},
 		{name: "tail missing consumer", args: []string{"tail"}, code: 2, class: "usage"},
-		{name: "ack beyond the tip", setup: withConsumer, args: []string{"ack", "--consumer", "c", "--sequence", "3"}, code: 3, class: "invalid_state", stderrHas: "beyond the tip"},
-		{name: "ack zero", setup: withConsumer, args: []string{"ack", "--consumer", "c", "--sequence", "0"}, code: 3, class: "invalid_state"},
+		{name: "ack beyond the tip", setup: withConsumer, needsStore: true, args: []string{"ack", "--consumer", "c", "--sequence", "3"}, code: 3, class: "invalid_state", stderrHas: "beyond the tip"},
+		{name: "ack zero", setup: withConsumer, needsStore: true, args: []string{"ack", "--consumer", "c", "--sequence", "0"}, code: 3, class: "invalid_state"},
 		{name: "ack unknown consumer", args: []string{"ack", "--consumer", "nobody", "--sequence", "1"}, code: 3, class: "invalid_state"},
 		{name: "ack bad consumer", args: []string{"ack", "--consumer", "a/b", "--sequence", "1"}, code: 4, class: "invalid_input"},
-		{name: "ack missing sequence", setup: withConsumer, args: []string{"ack", "--consumer", "c"}, code: 2, class: "usage"},
-		{name: "ack sequence not a number", setup: withConsumer, args: []string{"ack", "--consumer", "c", "--sequence", "two"}, code: 2, class: "usage"},
+		{name: "ack missing sequence", setup: withConsumer, needsStore: true, args: []string{"ack", "--consumer", "c"}, code: 2, class: "usage"},
+		{name: "ack sequence not a number", setup: withConsumer, needsStore: true, args: []string{"ack", "--consumer", "c", "--sequence", "two"}, code: 2, class: "usage"},
 		{name: "consumer-delete unknown", args: []string{"consumer-delete", "--consumer", "nobody"}, code: 3, class: "invalid_state"},
-		{name: "locked store append", setup: lockShard, args: []string{"append", "--execution-id", "1", "--transaction-id", "t", "--payload", "p"}, code: 3, class: "invalid_state", stderrHas: "locked"},
-		{name: "locked store tail", setup: lockShard, args: []string{"tail", "--consumer", "c"}, code: 3, class: "invalid_state"},
-		{name: "locked store gc", setup: lockShard, args: []string{"gc"}, code: 3, class: "invalid_state"},
-		{name: "corrupt segment scan", setup: corruptFirstFrame, args: []string{"scan"}, code: 5, class: "storage", stderrHas: "corrupt"},
-		{name: "corrupt segment read", setup: corruptFirstFrame, args: []string{"read", "--execution-id", "200"}, code: 5, class: "storage"},
-		{name: "corrupt segment inspect", setup: corruptFirstFrame, args: []string{"inspect"}, code: 5, class: "storage"},
+		{name: "locked store append", setup: lockShard, needsStore: true, args: []string{"append", "--execution-id", "1", "--transaction-id", "t", "--payload", "p"}, code: 3, class: "invalid_state", stderrHas: "locked"},
+		{name: "locked store tail", setup: lockShard, needsStore: true, args: []string{"tail", "--consumer", "c"}, code: 3, class: "invalid_state"},
+		{name: "locked store gc", setup: lockShard, needsStore: true, args: []string{"gc"}, code: 3, class: "invalid_state"},
+		{name: "corrupt segment scan", setup: corruptFirstFrame, needsStore: true, args: []string{"scan"}, code: 5, class: "storage", stderrHas: "corrupt"},
+		{name: "corrupt segment read", setup: corruptFirstFrame, needsStore: true, args: []string{"read", "--execution-id", "200"}, code: 5, class: "storage"},
+		{name: "corrupt segment inspect", setup: corruptFirstFrame, needsStore: true, args: []string{"inspect"}, code: 5, class: "storage"},
 		{name: "unknown command", args: []string{"apend"}, noDir: true, code: 2, class: "usage", stderrHas: "apend"},
 		{name: "no command", args: []string{}, noDir: true, code: 2, class: "usage"},
 		{name: "help of an unknown command", args: []string{"help", "nope"}, noDir: true, code: 2, class: "usage"},
@@ -569,6 +572,22 @@ func TestBadInput(t *testing.T) {
 				}
 			} else if _, has := r.obj["owner_shard"]; has {
 				t.Fatalf("owner_shard outside not_owner:\n%s", r)
+			}
+			if tc.noDir || tc.needsStore {
+				return
+			}
+			// The same input against a root that does not exist yet must
+			// not create it (a writable open would, before the store
+			// refuses the input).
+			fresh := filepath.Join(filepath.Dir(dir), "fresh")
+			for i, a := range args {
+				if a == dir {
+					args[i] = fresh
+				}
+			}
+			runCLI(t, tc.env, args...).want(t, tc.code, tc.class)
+			if _, err := os.Stat(fresh); !os.IsNotExist(err) {
+				t.Fatalf("refused input created %s (%v)", fresh, err)
 			}
 		})
 	}
