@@ -22,6 +22,8 @@ import (
 func TestReclaimBounded(t *testing.T) {
 	for _, be := range backends {
 		t.Run(be.name, func(t *testing.T) {
+			// A long run: the two backends run side by side.
+			t.Parallel()
 			t.Run("explicit", func(t *testing.T) { reclaimRun(t, be, false) })
 			t.Run("periodic", func(t *testing.T) { reclaimRun(t, be, true) })
 		})
