@@ -437,3 +437,47 @@ func TestDrives(t *testing.T) {
 			"--execution-id", "x y", "--transaction-id", "t", "--payload", "p").want(t, 4, "invalid_input")
 	})
 }
+
+// TestRestoreGap: a restore stops at a hole in the bucket's segments and
+// names it (exit 3); --allow-partial keeps the prefix (CHECKLIST §3.14).
+// verify lists the same hole, and checks the shards it is told to.
+func TestRestoreGap(t *testing.T) {
+	bucket, bdir := fileBucket(t)
+	a := filepath.Join(t.TempDir(), "a")
+	appendN(t, nil, a, 0, 30, "--segment-max-bytes", "300")
+	r := ok(t, nil, "ship", "--dir", a, "--bucket", bucket, "--seal-active")
+	if n := r.obj["upload"].(map[string]any)["segments_uploaded"].(json.Number); n == "1" || n == "0" {
+		t.Fatalf("too few segments for a gap:\n%s", r)
+	}
+	if err := os.Remove(filepath.Join(bdir, "noetl.ehdb.seg.00000000.0000000000000002")); err != nil {
+		t.Fatal(err)
+	}
+	b := filepath.Join(t.TempDir(), "b")
+	r = runCLI(t, nil, "restore", "--bucket", bucket, "--dir", b).want(t, 3, "invalid_state")
+	if !strings.Contains(r.stderr, "gap") && !strings.Contains(r.stderr, "missing") {
+		t.Fatalf("the refusal does not name the hole:\n%s", r)
+	}
+	if _, err := os.Stat(localseg.ShardDir(b, 0)); !os.IsNotExist(err) {
+		t.Fatalf("a refused restore left %s", localseg.ShardDir(b, 0))
+	}
+	r = ok(t, nil, "restore", "--bucket", bucket, "--dir", b, "--allow-partial")
+	last := r.num(t, "last_sequence")
+	if last < 1 || last >= 30 || len(r.obj["gaps"].([]any)) == 0 {
+		t.Fatalf("partial restore:\n%s", r)
+	}
+	if r = ok(t, nil, "scan", "--dir", b, "--limit", "0"); r.num(t, "record_count") != last {
+		t.Fatalf("the kept prefix:\n%s", r)
+	}
+
+	r = runCLI(t, nil, "verify", "--bucket", bucket, "--shards", "0,1").want(t, 1, "invariant")
+	shards := r.obj["shards"].([]any)
+	if len(shards) != 2 || shards[1].(map[string]any)["present"] != false {
+		t.Fatalf("verify --shards 0,1:\n%s", r)
+	}
+	if r = ok(t, nil, "verify", "--bucket", bucket, "--shards", "1"); len(r.obj["shards"].([]any)) != 1 {
+		t.Fatalf("verify --shards 1:\n%s", r)
+	}
+	runCLI(t, nil, "verify", "--bucket", bucket, "--shard-count", "3", "--shards", "1").want(t, 2, "usage")
+	runCLI(t, nil, "verify", "--bucket", bucket, "--shards", "0,x").want(t, 2, "usage")
+	runCLI(t, nil, "verify").want(t, 2, "usage")
+}
