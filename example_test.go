@@ -90,11 +90,13 @@ func ExampleOpen_bucket() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Printf("uploaded %d segment(s); the bucket holds sequences 1..%d\n", rep.Upload.Uploaded, rep.ShippedThrough)
+	// The background uploader may have shipped the sealed segment first;
+	// either way the bucket now holds every event.
+	fmt.Printf("the bucket holds sequences 1..%d\n", rep.ShippedThrough)
 	ready, _ := l.Health()
 	fmt.Println("ready:", ready)
 	// Output:
-	// uploaded 1 segment(s); the bucket holds sequences 1..3
+	// the bucket holds sequences 1..3
 	// ready: true
 }
 

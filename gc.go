@@ -83,7 +83,6 @@ func (l *Log) gcLocked(ctx context.Context, pol reclaim.Policy, explicit bool) (
 			rep.SegmentsAfter = len(after.Segments)
 			rep.Base = after.ReclaimedSeq + 1
 			rep.Tip = after.Tip
-			l.m.setConsumerLag(after.Tip, after.Consumers)
 		}
 	}()
 

@@ -177,6 +177,14 @@ func (l *Log) open(ctx context.Context) error {
 		l.route, l.store = r, r.Store()
 	}
 	l.openRep.Store = l.store.OpenReport()
+	store := l.store
+	l.m.watchLag(func() (uint64, map[string]uint64) {
+		snap, err := store.Snapshot()
+		if err != nil {
+			return 0, nil
+		}
+		return snap.Tip, snap.Consumers
+	})
 	if rep := l.openRep.Store; rep.TornTailBytes > 0 {
 		l.log.Warn("torn tail repaired", "segment", rep.TornTailSegment, "bytes_dropped", rep.TornTailBytes)
 	}
@@ -186,12 +194,14 @@ func (l *Log) open(ctx context.Context) error {
 	}
 	s, err := newShipper(ctx, l, sealed)
 	if err != nil {
+		l.m.forget()
 		l.closeStore()
 		return err
 	}
 	l.ship = s
 	if !hasRec {
 		if err := writeBucketRecord(o.FS, l.dir, bucketRecord{URL: blobtier.Redact(bucketURLForRecord(o))}); err != nil {
+			l.m.forget()
 			l.closeStore()
 			return err
 		}
@@ -229,6 +239,7 @@ func (l *Log) Close() error {
 		l.cancel()
 	}
 	l.wg.Wait()
+	l.m.forget()
 	var errs []error
 	if l.ship != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), l.opts.ShutdownShipTimeout)
@@ -244,7 +255,6 @@ func (l *Log) Close() error {
 		errs = append(errs, l.store.Close())
 	}
 	l.closeBucket()
-	l.m.forget()
 	return errors.Join(errs...)
 }
 

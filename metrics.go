@@ -2,6 +2,7 @@ package bucketlog
 
 import (
 	"errors"
+	"maps"
 	"strconv"
 	"sync"
 	"time"
@@ -45,7 +46,7 @@ type collectors struct {
 	gcOps          *prometheus.CounterVec
 	bucketRequests *prometheus.CounterVec
 	bucketBytes    *prometheus.CounterVec
-	consumerLag    *prometheus.GaugeVec
+	consumerLag    *lagCollector
 }
 
 var shardCounterNames = []string{
@@ -106,7 +107,10 @@ func newCollectors() *collectors {
 		gcOps:          prometheus.NewCounterVec(prometheus.CounterOpts(fq("gc_ops_total")), []string{"shard", "outcome"}),
 		bucketRequests: prometheus.NewCounterVec(prometheus.CounterOpts(fq("bucket_requests_total")), []string{"shard", "operation", "result"}),
 		bucketBytes:    prometheus.NewCounterVec(prometheus.CounterOpts(fq("bucket_bytes_total")), []string{"shard", "direction"}),
-		consumerLag:    prometheus.NewGaugeVec(prometheus.GaugeOpts(fq("consumer_lag")), []string{"shard", "consumer"}),
+		consumerLag: &lagCollector{
+			desc:   prometheus.NewDesc("bucketlog_consumer_lag", helps["consumer_lag"], []string{"shard", "consumer"}, nil),
+			shards: map[string]func() (uint64, map[string]uint64){},
+		},
 	}
 	for _, n := range shardCounterNames {
 		c.counters[n] = prometheus.NewCounterVec(prometheus.CounterOpts(fq(n)), []string{"shard"})
@@ -164,9 +168,6 @@ type metrics struct {
 	counter map[string]prometheus.Counter
 	gauge   map[string]prometheus.Gauge
 	gc      map[string]prometheus.Counter
-
-	lagMu     sync.Mutex
-	consumers map[string]bool
 }
 
 func newMetrics(reg prometheus.Registerer, shard int) (*metrics, error) {
@@ -177,13 +178,12 @@ func newMetrics(reg prometheus.Registerer, shard int) (*metrics, error) {
 	s := strconv.Itoa(shard)
 	m := &metrics{
 		c: c, shard: s,
-		ops:       map[[2]string]prometheus.Counter{},
-		append:    c.appendSeconds.WithLabelValues(s),
-		fsync:     c.fsyncSeconds.WithLabelValues(s),
-		counter:   map[string]prometheus.Counter{},
-		gauge:     map[string]prometheus.Gauge{},
-		gc:        map[string]prometheus.Counter{},
-		consumers: map[string]bool{},
+		ops:     map[[2]string]prometheus.Counter{},
+		append:  c.appendSeconds.WithLabelValues(s),
+		fsync:   c.fsyncSeconds.WithLabelValues(s),
+		counter: map[string]prometheus.Counter{},
+		gauge:   map[string]prometheus.Gauge{},
+		gc:      map[string]prometheus.Counter{},
 	}
 	for _, op := range opOperations {
 		for _, out := range opOutcomes {
@@ -249,29 +249,46 @@ func (m *metrics) bucketObserver() blobtier.Observer {
 	}
 }
 
-// setConsumerLag replaces the consumer_lag series of this shard with the
-// live consumers' lags.
-func (m *metrics) setConsumerLag(tip uint64, consumers map[string]uint64) {
-	m.lagMu.Lock()
-	defer m.lagMu.Unlock()
-	for name := range m.consumers {
-		if _, ok := consumers[name]; !ok {
-			m.c.consumerLag.DeleteLabelValues(m.shard, name)
-			delete(m.consumers, name)
-		}
-	}
-	for name, cur := range consumers {
-		lag := uint64(0)
-		if tip > cur {
-			lag = tip - cur
-		}
-		m.c.consumerLag.WithLabelValues(m.shard, name).Set(float64(lag))
-		m.consumers[name] = true
-	}
+// watchLag makes consumer_lag report this shard's live consumers, read at
+// scrape time so the figure is never stale.
+func (m *metrics) watchLag(state func() (tip uint64, consumers map[string]uint64)) {
+	m.c.consumerLag.mu.Lock()
+	defer m.c.consumerLag.mu.Unlock()
+	m.c.consumerLag.shards[m.shard] = state
 }
 
 // forget removes this shard's per-consumer series (Close).
-func (m *metrics) forget() { m.setConsumerLag(0, nil) }
+func (m *metrics) forget() {
+	m.c.consumerLag.mu.Lock()
+	defer m.c.consumerLag.mu.Unlock()
+	delete(m.c.consumerLag.shards, m.shard)
+}
+
+// lagCollector exports consumer_lag: one series per live consumer of every
+// open shard, computed when scraped.
+type lagCollector struct {
+	desc   *prometheus.Desc
+	mu     sync.Mutex
+	shards map[string]func() (uint64, map[string]uint64)
+}
+
+func (c *lagCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *lagCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	fns := maps.Clone(c.shards)
+	c.mu.Unlock()
+	for shard, state := range fns {
+		tip, consumers := state()
+		for name, cur := range consumers {
+			lag := uint64(0)
+			if tip > cur {
+				lag = tip - cur
+			}
+			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(lag), shard, name)
+		}
+	}
+}
 
 // storeObserver adapts the store's callbacks.
 type storeObserver struct {

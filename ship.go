@@ -584,7 +584,6 @@ func (s *shipper) syncCursor(ctx context.Context) error {
 	s.mu.Lock()
 	s.lastConsumers = snap.Consumers
 	s.mu.Unlock()
-	s.l.m.setConsumerLag(snap.Tip, snap.Consumers)
 	return nil
 }
 
@@ -661,5 +660,4 @@ func (s *shipper) updateGauges() {
 		m.set("oldest_unreplicated_age_seconds", 0)
 	}
 	m.set("unshipped_bytes", float64(s.repl.Stats().PendingBytes))
-	m.setConsumerLag(snap.Tip, snap.Consumers)
 }
