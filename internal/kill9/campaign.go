@@ -38,10 +38,13 @@ type Scenario struct {
 	SealMaxAge      time.Duration
 	TailInterval    time.Duration
 	SyncWait        time.Duration
-	// RestoreShare is the share of kills after which the shard directory
-	// is deleted and restored from the bucket (the rest restart on the
-	// same directory, with the bucket).
-	RestoreShare float64
+	// Plan says, kill after kill (cycling), what happens to the shard
+	// directory after the check: 'S' restart the child on it; 'R' delete
+	// it, restore it with bucketlog.Restore, check the restored store,
+	// restart on it; 'H' delete it and let the next child's Open hydrate
+	// it from the bucket (that child's kill may land mid-hydration). Only
+	// bucket scenarios use it; the others always restart ('S').
+	Plan string
 	// EpochKills bounds one store lineage: after this many kills the next
 	// kills start over on a fresh directory and bucket, so each check
 	// reads a store of bounded size.
@@ -81,7 +84,18 @@ type Result struct {
 	// inside a write).
 	TornTailOpens int `json:"torn_tail_opens"`
 	Restores      int `json:"restores"`
-	Epochs        int `json:"epochs"`
+	// Hydrations counts children whose Open hydrated an empty directory
+	// from the bucket and were then checked; HydrationsKilled counts kills
+	// that landed before the hydration finished (then restored by hand).
+	Hydrations       int `json:"hydrations"`
+	HydrationsKilled int `json:"hydrations_killed"`
+	Epochs           int `json:"epochs"`
+	// Segments counts segment files created (rollovers + 1 per epoch);
+	// BaseAdvances counts checks that found GC had moved the base;
+	// ShipReports counts rises of ShippedThrough the children reported.
+	Segments     int `json:"segments"`
+	BaseAdvances int `json:"base_advances"`
+	ShipReports  int `json:"ship_reports"`
 	// AckedEvents counts acknowledgements reported; AckedChecks counts
 	// acknowledged events found intact, summed over every check.
 	AckedEvents   int `json:"acked_events"`
@@ -155,6 +169,14 @@ func Run(ctx context.Context, cfg Config, sc Scenario) (res Result, err error) {
 			}
 		}()
 	}
+	plan := sc.Plan
+	if plan == "" || s3 == nil {
+		plan = "S"
+	}
+	restoreMode := ModeRestoreAsync
+	if sc.Sync {
+		restoreMode = ModeRestoreSync
+	}
 	run := 0
 	for epoch := 0; res.Kills < cfg.Kills; epoch++ {
 		res.Epochs++
@@ -170,8 +192,13 @@ func Run(ctx context.Context, cfg Config, sc Scenario) (res Result, err error) {
 		}
 		shardDir := localseg.ShardDir(root, 0)
 		m := NewModel()
+		ep := epochState{res: &res, m: m, shardDir: shardDir, logf: logf}
+		hydrating := false // this child's Open hydrates an empty directory
 		for k := 0; k < sc.EpochKills && res.Kills < cfg.Kills; k++ {
 			run++
+			if hydrating {
+				m.HydratedRun, m.HydratedShipped = run, m.Shipped
+			}
 			inc := incarnation{cfg: cfg, sc: sc, root: root, bucket: bucket, run: run, s3: s3}
 			t0 := time.Now()
 			kill, err := inc.live(ctx, rng, m)
@@ -185,55 +212,74 @@ func Run(ctx context.Context, cfg Config, sc Scenario) (res Result, err error) {
 			}
 			where := fmt.Sprintf("scenario %s seed %d run %d (kill %s after %s)", sc.Name, cfg.Seed, run, kill.delay.Round(10*time.Microsecond), kill.from())
 			t1 := time.Now()
-			stop := false
+			ok := true
 			for _, f := range m.Failures {
 				res.failf("%s: child reported %s", where, f)
-				stop = true
+				ok = false
 			}
 			m.Failures = m.Failures[:0]
 			if kill.exitErr != nil {
 				res.failf("%s: %v", where, kill.exitErr)
-				stop = true
+				ok = false
 			}
-			if !check(&res, m, shardDir, ModeLocal, where, logf) {
-				stop = true
-			}
-			// The restores follow a fixed pattern (RestoreShare of every
-			// eight kills, the first always), so every campaign restores.
-			if !stop && s3 != nil && float64(k%8) < sc.RestoreShare*8 {
-				res.Restores++
-				if err := os.RemoveAll(shardDir); err != nil {
-					return res, err
+
+			action := plan[k%len(plan)]
+			if hydrating {
+				// What the child found is what the bucket held (the
+				// restore promise) plus what it acknowledged itself (the
+				// local promise).
+				v, verr := ReadView(shardDir)
+				switch {
+				case verr == nil && v.Tip == 0 && v.Base == 1 && !m.ackedBy(run) && len(m.Superseded) == 0:
+					// The kill landed before the hydration finished: the
+					// directory holds no store. Restore it by hand (over
+					// whatever the killed hydration left beside it).
+					res.HydrationsKilled++
+					m.HydratedRun, m.HydratedShipped = 0, 0
+					action = 'R'
+				default:
+					res.Hydrations++
+					ok = ep.check(v, verr, restoreMode, where+" after hydrating") && ok
 				}
-				if _, err := bucketlog.Restore(ctx, bucketlog.RestoreOptions{BucketURL: s3.parent.URL(bucket), Dir: root, AllowEmpty: true}); err != nil {
-					res.failf("%s: restore from the bucket: %v", where, err)
-					stop = true
-				} else {
-					mode := ModeRestoreAsync
-					if sc.Sync {
-						mode = ModeRestoreSync
+			} else {
+				v, verr := ReadView(shardDir)
+				ok = ep.check(v, verr, ModeLocal, where) && ok
+			}
+			hydrating = false
+			if ok {
+				switch action {
+				case 'R':
+					res.Restores++
+					if err := os.RemoveAll(shardDir); err != nil {
+						return res, err
 					}
-					if !check(&res, m, shardDir, mode, where+" after restore", logf) {
-						stop = true
+					if _, err := bucketlog.Restore(ctx, bucketlog.RestoreOptions{BucketURL: s3.parent.URL(bucket), Dir: root, AllowEmpty: true}); err != nil {
+						res.failf("%s: restore from the bucket: %v", where, err)
+						ok = false
+						break
 					}
+					v, verr := ReadView(shardDir)
+					ok = ep.check(v, verr, restoreMode, where+" after restore")
+				case 'H':
+					// Lose the disk; the next child's Open hydrates.
+					if err := os.RemoveAll(shardDir); err != nil {
+						return res, err
+					}
+					hydrating = true
 				}
 			}
 			if cfg.Verbose {
-				logf("%s: %d acked so far, shipped through %d; child %s, checks %s", where, m.AckLines, m.Shipped,
+				logf("%s: next %c; %d acked so far, shipped through %d; child %s, checks %s", where, action, m.AckLines, m.Shipped,
 					lived.Round(time.Millisecond), time.Since(t1).Round(time.Millisecond))
 			}
-			if stop {
+			if !ok {
 				logf("%s: stopping the campaign at the first failure; the store is kept in %s", where, root)
-				res.AckedEvents += m.AckLines
-				res.PendingEvents += m.PendingLines
-				res.TornTailOpens += m.TornOpens
+				ep.done()
 				return res, nil
 			}
 		}
-		res.AckedEvents += m.AckLines
-		res.PendingEvents += m.PendingLines
-		res.TornTailOpens += m.TornOpens
-		logf("%s: epoch %d done: %d kills so far, %d acked events, %d checks, tip %d, %d restores", sc.Name, epoch, res.Kills, res.AckedEvents, res.AckedChecks, res.MaxTip, res.Restores)
+		ep.done()
+		logf("%s: epoch %d done: %d kills so far, %d acked events, %d checks, tip %d, %d restores, %d hydrations", sc.Name, epoch, res.Kills, res.AckedEvents, res.AckedChecks, res.MaxTip, res.Restores, res.Hydrations)
 		if err := os.RemoveAll(root); err != nil {
 			return res, err
 		}
@@ -241,25 +287,50 @@ func Run(ctx context.Context, cfg Config, sc Scenario) (res Result, err error) {
 	return res, nil
 }
 
-// check reads the shard directory and holds it to the model; it returns
+// epochState carries one store lineage's statistics into the Result.
+type epochState struct {
+	res      *Result
+	m        *Model
+	shardDir string
+	logf     func(string, ...any)
+	// lastReclaimed is the reclaim base the previous check found.
+	lastReclaimed uint64
+	highest       uint64
+}
+
+func (e *epochState) done() {
+	r := e.res
+	r.AckedEvents += e.m.AckLines
+	r.PendingEvents += e.m.PendingLines
+	r.TornTailOpens += e.m.TornOpens
+	r.ShipReports += e.m.ShipLines
+	r.Segments += int(e.highest)
+}
+
+// check holds a view of the shard directory to the model; it returns
 // false when something is wrong.
-func check(res *Result, m *Model, shardDir string, mode Mode, where string, logf func(string, ...any)) bool {
-	v, err := ReadView(shardDir)
-	if err != nil {
+func (e *epochState) check(v *View, verr error, mode Mode, where string) bool {
+	res, m := e.res, e.m
+	if verr != nil {
 		res.Corrupt++
-		res.failf("%s: %s check: %v", where, mode, err)
+		res.failf("%s: %s check: %v", where, mode, verr)
 		return false
 	}
+	if v.Base-1 > e.lastReclaimed {
+		res.BaseAdvances++
+	}
+	e.lastReclaimed = v.Base - 1
+	e.highest = max(e.highest, v.HighestSegment)
 	vd := Check(m, v, mode)
 	res.add(vd, v)
+	for _, p := range vd.Problems {
+		res.failf("%s: %s check (base %d, tip %d, shipped %d, hydrated by run %d with shipped %d): %s", where, mode, v.Base, v.Tip, m.Shipped, m.HydratedRun, m.HydratedShipped, p)
+	}
 	m.Apply(v, vd)
 	if vd.OK() {
 		return true
 	}
-	for _, p := range vd.Problems {
-		res.failf("%s: %s check (base %d, tip %d, shipped %d): %s", where, mode, v.Base, v.Tip, m.Shipped, p)
-	}
-	logf("%s: %s check failed: %d lost, %d duplicates, %d corrupt", where, mode, len(vd.Lost), vd.Duplicates, vd.Corrupt)
+	e.logf("%s: %s check failed: %d lost, %d duplicates, %d corrupt", where, mode, len(vd.Lost), vd.Duplicates, vd.Corrupt)
 	return false
 }
 

@@ -26,8 +26,22 @@ type Model struct {
 	// less.
 	Confirmed map[string]uint64
 
+	// HydratedRun, when set, is the run whose Open hydrates the store
+	// (set before that run starts): its own acknowledgements are held to
+	// the local promise, older ones to the restore promise.
+	HydratedRun int
+	// HydratedShipped is Shipped when the disk was lost before the
+	// hydrating run: what the bucket promised to hold for older runs (the
+	// hydrating run's own reports are about its own events).
+	HydratedShipped uint64
+	// Superseded holds older events whose sequence the hydrating run
+	// reused for its own acknowledged events: they were not restored, so
+	// they must have been allowed to go (asynchronous, after the last
+	// ShippedThrough).
+	Superseded map[uint64]Ident
+
 	// Counters of reports.
-	AckLines, PendingLines, TornOpens int
+	AckLines, PendingLines, TornOpens, ShipLines int
 	// Failures are F and E lines and conflicting reports.
 	Failures []string
 
@@ -37,11 +51,12 @@ type Model struct {
 // NewModel returns an empty model.
 func NewModel() *Model {
 	return &Model{
-		Acked:     map[uint64]Ident{},
-		Pending:   map[uint64]Ident{},
-		Intent:    map[string]uint64{},
-		Confirmed: map[string]uint64{},
-		dupSeen:   map[Ident]bool{},
+		Acked:      map[uint64]Ident{},
+		Pending:    map[uint64]Ident{},
+		Intent:     map[string]uint64{},
+		Confirmed:  map[string]uint64{},
+		Superseded: map[uint64]Ident{},
+		dupSeen:    map[Ident]bool{},
 	}
 }
 
@@ -52,6 +67,7 @@ func (m *Model) Clone() *Model {
 	c.Pending = maps.Clone(m.Pending)
 	c.Intent = maps.Clone(m.Intent)
 	c.Confirmed = maps.Clone(m.Confirmed)
+	c.Superseded = maps.Clone(m.Superseded)
 	c.Failures = slices.Clone(m.Failures)
 	c.dupSeen = maps.Clone(m.dupSeen)
 	return &c
@@ -69,7 +85,17 @@ func (m *Model) Observe(l Line) {
 			m.AckLines++
 		}
 		for _, b := range []map[uint64]Ident{book, other} {
-			if prev, ok := b[l.Seq]; ok && prev != l.ID {
+			prev, ok := b[l.Seq]
+			switch {
+			case !ok || prev == l.ID:
+			case m.HydratedRun > 0 && l.ID.Run >= m.HydratedRun && prev.Run < m.HydratedRun:
+				// The disk was lost and this run hydrated from the bucket:
+				// it may reuse a sequence the bucket never held. Whether
+				// the displaced event was allowed to go is judged at the
+				// next check.
+				m.Superseded[l.Seq] = prev
+				delete(b, l.Seq)
+			default:
 				m.Failures = append(m.Failures, fmt.Sprintf("sequence %d acknowledged twice: for %+v and for %+v", l.Seq, prev, l.ID))
 			}
 		}
@@ -80,6 +106,7 @@ func (m *Model) Observe(l Line) {
 		m.Intent[l.Consumer] = max(m.Intent[l.Consumer], l.Seq)
 		m.Confirmed[l.Consumer] = max(m.Confirmed[l.Consumer], l.Seq)
 	case 'T':
+		m.ShipLines++
 		m.Shipped = max(m.Shipped, l.Seq)
 	case 'O':
 		var torn int64
@@ -92,6 +119,18 @@ func (m *Model) Observe(l Line) {
 	}
 }
 
+// ackedBy reports whether run had any append acknowledged.
+func (m *Model) ackedBy(run int) bool {
+	for _, b := range []map[uint64]Ident{m.Acked, m.Pending} {
+		for _, id := range b {
+			if id.Run == run {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // View is a store as a check sees it.
 type View struct {
 	Base uint64 // first retained sequence
@@ -102,6 +141,8 @@ type View struct {
 	Valid     []bool
 	Consumers map[string]uint64
 	TornBytes int64
+	// HighestSegment is the id of the active segment.
+	HighestSegment uint64
 	// Problems found while reading, independent of any model: records
 	// that differ from their deterministic event, gaps, out-of-order
 	// writers, duplicate identities.
@@ -123,6 +164,9 @@ func ReadView(shardDir string) (*View, error) {
 		return nil, err
 	}
 	v := &View{Base: snap.ReclaimedSeq + 1, Tip: snap.Tip, Consumers: snap.Consumers, TornBytes: st.OpenReport().TornTailBytes}
+	if n := len(snap.Segments); n > 0 {
+		v.HighestSegment = snap.Segments[n-1].ID
+	}
 	if v.Tip+1 < v.Base {
 		v.problem("tip %d below the base %d", v.Tip, v.Base)
 		return v, nil
@@ -264,11 +308,16 @@ func Check(m *Model, view *View, mode Mode) Verdict {
 			vd.Duplicates++
 		}
 	}
+	shipped := m.Shipped
+	if m.HydratedRun > 0 {
+		shipped = m.HydratedShipped
+	}
 	if mode == ModeRestoreAsync || mode == ModeRestoreSync {
-		if view.Tip < m.Shipped {
-			vd.problem("restored tip %d is below the reported ShippedThrough %d", view.Tip, m.Shipped)
+		if view.Tip < shipped {
+			vd.problem("restored tip %d is below the reported ShippedThrough %d", view.Tip, shipped)
 		}
 	}
+	fresh := func(id Ident) bool { return m.HydratedRun > 0 && id.Run >= m.HydratedRun }
 	check := func(seq uint64, want Ident, mayMiss bool) {
 		if seq < view.Base {
 			vd.Reclaimed++
@@ -278,7 +327,9 @@ func Check(m *Model, view *View, mode Mode) Verdict {
 		switch {
 		case ok && got == want:
 			vd.Checked++
-		case seq > view.Tip && mayMiss:
+		case mayMiss && (seq > view.Tip || ok && fresh(got)):
+			// Gone with the disk; after a hydration the sequence may
+			// already hold an event of the hydrating run.
 			vd.Window = append(vd.Window, seq)
 		case seq > view.Tip:
 			vd.Lost = append(vd.Lost, seq)
@@ -289,12 +340,28 @@ func Check(m *Model, view *View, mode Mode) Verdict {
 		}
 	}
 	for _, seq := range slices.Sorted(maps.Keys(m.Acked)) {
-		mayMiss := mode == ModeRestoreAsync && seq > m.Shipped
-		check(seq, m.Acked[seq], mayMiss)
+		id := m.Acked[seq]
+		mayMiss := mode == ModeRestoreAsync && seq > shipped && !fresh(id)
+		check(seq, id, mayMiss)
 	}
 	for _, seq := range slices.Sorted(maps.Keys(m.Pending)) {
-		check(seq, m.Pending[seq], mode.restored())
+		id := m.Pending[seq]
+		check(seq, id, mode.restored() && !fresh(id))
 	}
+	for _, seq := range slices.Sorted(maps.Keys(m.Superseded)) {
+		id := m.Superseded[seq]
+		switch {
+		case mode == ModeRestoreAsync && seq > shipped:
+			vd.Window = append(vd.Window, seq)
+		case mode.restored():
+			vd.Lost = append(vd.Lost, seq)
+			vd.problem("lost: %+v acknowledged at sequence %d, which the hydrated run %d reused (shipped through %d)", id, seq, m.HydratedRun, shipped)
+		default:
+			vd.problem("harness: superseded events outside a restore check")
+		}
+	}
+	slices.Sort(vd.Lost)
+	slices.Sort(vd.Window)
 	if len(vd.Problems) > 40 {
 		vd.Problems = append(vd.Problems[:40], fmt.Sprintf("… and %d more", len(vd.Problems)-40))
 	}
@@ -360,6 +427,8 @@ func (m *Model) Apply(view *View, vd Verdict) {
 		}
 		m.Confirmed = map[string]uint64{}
 		maps.Copy(m.Confirmed, view.Consumers)
+		m.HydratedRun, m.HydratedShipped = 0, 0
+		clear(m.Superseded)
 		return
 	}
 	for name, cur := range view.Consumers {

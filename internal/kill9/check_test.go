@@ -240,3 +240,56 @@ func TestCheckReclaimBoundAndCursors(t *testing.T) {
 		t.Errorf("an unknown consumer went unnoticed")
 	}
 }
+
+// TestCheckAfterHydration: a child that hydrated a lost disk from the
+// bucket may reuse the sequences the bucket never held. Older events there
+// are the asynchronous loss window; the hydrating run's own acknowledged
+// events are held to the local promise; in synchronous mode nothing
+// acknowledged may be displaced.
+func TestCheckAfterHydration(t *testing.T) {
+	build := func() *Model {
+		m := NewModel()
+		for seq := uint64(1); seq <= 8; seq++ {
+			m.Observe(Line{Kind: 'A', Seq: seq, ID: Ident{1, 1, int(seq)}})
+		}
+		m.Observe(Line{Kind: 'T', Seq: 5})
+		m.HydratedRun, m.HydratedShipped = 2, 5
+		// Run 2 hydrated 1..6 and acked its own event at 7, then 9.
+		m.Observe(Line{Kind: 'A', Seq: 7, ID: Ident{2, 1, 1}})
+		m.Observe(Line{Kind: 'A', Seq: 9, ID: Ident{2, 1, 3}})
+		m.Observe(Line{Kind: 'T', Seq: 9})
+		if len(m.Failures) != 0 {
+			t.Fatalf("a hydrating run reusing a sequence is not a conflict: %v", m.Failures)
+		}
+		return m
+	}
+	v := view(1, 6, nil)
+	for _, id := range []Ident{{2, 1, 1}, {2, 1, 2}, {2, 1, 3}} {
+		v.IDs = append(v.IDs, id)
+		v.Valid = append(v.Valid, true)
+	}
+	v.Tip = 9
+
+	vd := Check(build(), v, ModeRestoreAsync)
+	if !vd.OK() || vd.Checked != 8 || !slices.Equal(vd.Window, []uint64{7, 8}) {
+		t.Errorf("async: ok %v checked %d window %v lost %v %v", vd.OK(), vd.Checked, vd.Window, vd.Lost, vd.Problems)
+	}
+	vd = Check(build(), v, ModeRestoreSync)
+	if !slices.Equal(vd.Lost, []uint64{7, 8}) {
+		t.Errorf("sync: lost %v, want the displaced acknowledged events 7 and 8", vd.Lost)
+	}
+	short := view(1, 6, nil)
+	short.IDs, short.Valid = append(short.IDs, Ident{2, 1, 1}), append(short.Valid, true)
+	short.Tip = 7
+	vd = Check(build(), short, ModeRestoreAsync)
+	if !slices.Equal(vd.Lost, []uint64{9}) {
+		t.Errorf("the hydrating run's own acknowledged event 9 is missing: lost %v, want [9]", vd.Lost)
+	}
+	// The shipped point that binds older runs is the one before the disk
+	// was lost, not the hydrating run's own.
+	low := view(1, 4, nil)
+	vd = Check(build(), low, ModeRestoreAsync)
+	if !slices.Contains(vd.Lost, 5) || slices.Contains(vd.Lost, 6) {
+		t.Errorf("hydrated only through 4 of the shipped 5: lost %v, want 5 and not 6", vd.Lost)
+	}
+}
