@@ -43,8 +43,11 @@
 //  7. Apply the cursor object: every consumer is created and acked to its
 //     cursor clamped to the recovered tip (clamped ones are reported); a
 //     consumer the restored frames already carry further keeps its position
-//     (replay keeps the higher ack). Then check the restore reached the
-//     cursor object's shipped_through (*ShortError unless AllowPartial).
+//     (replay keeps the higher ack). A consumer deleted after the cursor
+//     object was last written comes back, since the object still lists it
+//     (a lost cursor update means redelivery, never loss); deleting it again
+//     is the remedy. Then check the restore reached the cursor object's
+//     shipped_through (*ShortError unless AllowPartial).
 //  8. Fsync the directory once and rename it into place.
 //
 // Steps 6 and 7 append to a side store, not to the restored directory:
