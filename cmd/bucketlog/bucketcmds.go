@@ -148,13 +148,6 @@ func runRestore(c *cli, args []string) int {
 		BucketURL: url, Shard: n, Dir: opts.Dir,
 		AllowPartial: *partial, AllowEmpty: *allowEmpty, Concurrency: *conc, Progress: progress,
 	})
-	if rep.Bytes == 0 && lastP.Bytes > 0 {
-		// coldload's report lost the counts of the objects its workers read
-		// (they are added after the report is returned); the progress
-		// callback saw every one of them.
-		rep.Objects += lastP.Objects
-		rep.Bytes = lastP.Bytes
-	}
 	out := struct {
 		Action string `json:"action"`
 		coldload.Report
