@@ -110,7 +110,7 @@ type AppendResult struct {
 type Page struct {
 	Exists      bool
 	Base        uint64 // first retained sequence (reclaimed-through + 1)
-	Clamped     bool   // after was below the base
+	Clamped     bool   // records after the cursor were reclaimed (after < Base-1): the page starts at Base
 	RecordCount uint64 // records in scope after the cursor
 	Records     []Record
 }
