@@ -58,7 +58,7 @@ func Class(err error) string {
 		return ClassOK
 	case errors.Is(err, ErrInvariant):
 		return ClassInvariant
-	case errors.Is(err, ErrUsage):
+	case errors.Is(err, ErrUsage), errors.Is(err, affinity.ErrConfig):
 		return ClassUsage
 	case errors.As(err, &notOwner), errors.Is(err, affinity.ErrNotOwner):
 		return ClassNotOwner

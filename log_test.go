@@ -301,3 +301,17 @@ func copyDir(t *testing.T, src, dst string) {
 		}
 	}
 }
+
+func TestSyncToBucketWithoutBackground(t *testing.T) {
+	ctx := ctxT(t)
+	b := memBucket(t)
+	l := mustOpen(t, Options{Dir: t.TempDir(), Bucket: b, SyncToBucket: true, NoBackground: true})
+	defer l.Close()
+	res, err := l.Append(ctx, ev("1", 1))
+	if err != nil {
+		t.Fatalf("sync append without background work: %v", err)
+	}
+	if l.ShippedThrough() < res.Seq {
+		t.Fatalf("shipped %d < %d", l.ShippedThrough(), res.Seq)
+	}
+}

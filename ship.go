@@ -55,6 +55,7 @@ type shipper struct {
 
 	unshippedSince atomic.Int64 // unix nanos of the oldest append not yet shipped (0: none)
 	waiters        atomic.Int32
+	background     bool // the tick loop runs (else synchronous appends ship themselves)
 }
 
 func newShipper(ctx context.Context, l *Log, sealed <-chan struct{}) (*shipper, error) {
@@ -252,6 +253,7 @@ func (s *shipper) compareTail(ctx context.Context, info blobtier.ObjectInfo) err
 }
 
 func (s *shipper) start(ctx context.Context, wg *sync.WaitGroup) {
+	s.background = true
 	wg.Add(2)
 	go func() { defer wg.Done(); s.tickLoop(ctx) }()
 	go func() { defer wg.Done(); s.maintLoop(ctx) }()
@@ -602,6 +604,9 @@ func (s *shipper) waitShipped(ctx context.Context, seq uint64) error {
 	defer s.waiters.Add(-1)
 	timer := time.NewTimer(s.l.opts.SyncWait)
 	defer timer.Stop()
+	if !s.background {
+		return s.shipUntil(ctx, seq, timer.C)
+	}
 	for {
 		s.mu.Lock()
 		ch, stop := s.shippedCh, s.stopErr
@@ -623,6 +628,30 @@ func (s *shipper) waitShipped(ctx context.Context, seq uint64) error {
 		case <-ctx.Done():
 			return fmt.Errorf("%w: sequence %d: %v", ErrNotInBucket, seq, ctx.Err())
 		}
+	}
+}
+
+// shipUntil ships the tail itself, retrying with backoff, until the bucket
+// holds seq or the wait ends: a synchronous append on a log opened without
+// background work (one-shot commands).
+func (s *shipper) shipUntil(ctx context.Context, seq uint64, deadline <-chan time.Time) error {
+	backoff := 20 * time.Millisecond
+	for {
+		err := s.shipTail(ctx)
+		if s.repl.ShippedThrough() >= seq {
+			return nil
+		}
+		if stop := s.stopped(); stop != nil {
+			return fmt.Errorf("%w (sequence %d): %v", ErrNotInBucket, seq, stop)
+		}
+		select {
+		case <-deadline:
+			return fmt.Errorf("%w: sequence %d was not confirmed within %s: %v", ErrNotInBucket, seq, s.l.opts.SyncWait, err)
+		case <-ctx.Done():
+			return fmt.Errorf("%w: sequence %d: %v", ErrNotInBucket, seq, ctx.Err())
+		case <-time.After(backoff + rand.N(backoff)):
+		}
+		backoff = min(2*backoff, time.Second)
 	}
 }
 
