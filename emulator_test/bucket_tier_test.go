@@ -95,8 +95,8 @@ func bucketTier(t *testing.T, be backend) {
 	segs := objects(t, v.b, 0, blobtier.KindSegment)
 	put, repeated := v.puts.segmentPuts(0)
 	if len(segs) != nSealed || totalSize(segs) != sealed || put != sealed || uploaded != sealed || len(repeated) != 0 {
-		t.Fatalf("sealed %d segments / %d bytes; bucket holds %d / %d bytes; put %d bytes (repeated keys %v); ship reported %d bytes",
-			nSealed, sealed, len(segs), totalSize(segs), put, repeated, uploaded)
+		t.Fatalf("sealed %d segments / %d bytes; bucket holds %d / %d bytes; put %d bytes (%d keys more than once); ship reported %d bytes",
+			nSealed, sealed, len(segs), totalSize(segs), put, len(repeated), uploaded)
 	}
 	for _, s := range segs {
 		if len(s.Key) != 40 {
@@ -158,7 +158,7 @@ func bucketTier(t *testing.T, be backend) {
 	// Still each byte once, across both owners.
 	sealed2, _ := sealedBytes(snapshot(t, r))
 	if put, repeated := v.puts.segmentPuts(0); put != sealed2 || totalSize(segs2) != sealed2 || len(repeated) != 0 {
-		t.Fatalf("sealed %d bytes over both owners; put %d (repeated %v); bucket holds %d", sealed2, put, repeated, totalSize(segs2))
+		t.Fatalf("sealed %d bytes over both owners; put %d (%d keys more than once); bucket holds %d", sealed2, put, len(repeated), totalSize(segs2))
 	}
 
 	// A non-owner (shard 1 of 2) reads shard 0's executions from the bucket.
@@ -183,6 +183,17 @@ func bucketTier(t *testing.T, be backend) {
 		}
 		sameRecords(t, "owner read of "+x, own.Page.Records, mine)
 		sameRecords(t, "non-owner read of "+x, cold.Page.Records, mine)
+	}
+	// Shard 1 has nothing in the bucket: a non-owner read of it is empty,
+	// not an error; a restore of it refuses unless AllowEmpty.
+	if res, err := r.ScanShard(1, 0, 10); err != nil || res.Page.Exists || len(res.Page.Records) != 0 || res.ServedBy != affinity.ServedByNonOwnerColdLoad {
+		t.Fatalf("non-owner scan of the empty shard 1: %+v %v", res, err)
+	}
+	if _, err := bucketlog.Restore(ctx, bucketlog.RestoreOptions{Bucket: v.b, Shard: 1, Dir: t.TempDir()}); !errors.Is(err, bucketlog.ErrInvalidState) {
+		t.Fatalf("restore of the empty shard 1: %v, want an invalid state", err)
+	}
+	if _, rr1 := restore(t, v.b, 1, bucketlog.RestoreOptions{AllowEmpty: true}); !rr1.Empty || rr1.LastSeq != 0 {
+		t.Fatalf("restore of the empty shard 1 with AllowEmpty: %+v", rr1)
 	}
 	closeLog(t, n)
 	closeLog(t, r)
