@@ -18,14 +18,18 @@ import (
 // shipper.cleanupLocked runs tail cleanup only when the contiguous durable
 // watermark moved since the last complete cleanup (or the last one failed).
 // A tail object that lands in the bucket after a cleanup listed the tail
-// objects — the tick loop's put in flight while the maintenance loop
-// uploads the segment that supersedes it and cleans up, which the periodic
-// run of TestReclaimBounded hits — is superseded but never deleted by this
-// process until another segment becomes durable: on an idle shard, never
-// (explicit Ship passes and Close included). SPEC §6: "A tail object whose
-// last_seq ≤ that watermark is superseded and deleted." It is a leak of an
-// object, not a loss: a restore skips it (counted as superseded), and a
-// restarted process deletes it on its first cleanup.
+// objects — the tick loop's puts in flight while the maintenance loop
+// uploads the segment that supersedes them and cleans up, which the
+// periodic run of TestReclaimBounded hits (up to 4 such objects at once on
+// fake-gcs-server) — is superseded but not deleted by this process until
+// another segment becomes durable or a GC pass commits a watermark at or
+// above it: on an idle shard, never (explicit Ship passes and Close
+// included). SPEC §6: "A tail object whose last_seq ≤ that watermark is
+// superseded and deleted." It is a leak of objects, not a loss: a restore
+// skips them (counted as superseded), and a restarted process deletes them
+// on its first cleanup. Expected: cleanup is also due when a tail upload
+// committed a batch at or below the contiguous durable watermark (or the
+// cursor moved), not only when the watermark moved.
 //
 // The race is made deterministic by hiding the object from the one listing
 // that cleanup does (faultbucket Hide), which is what "landed after the
