@@ -119,7 +119,16 @@
 // lock `.<name>.hydrate.lock` in the parent, removes any leftover
 // `.hydrating` directory and starts from the bucket again; the lock file
 // itself stays (removing it would race with a concurrent rerun). Nothing in
-// the leftover is ever trusted. The bucket is never written.
+// the leftover is ever trusted. The bucket is never written. A failed fsync
+// anywhere fails the restore; the one failure that leaves the store in
+// place is the parent directory's fsync after the rename: the store is
+// complete, and the error says its publication may not be durable.
+//
+// Durability: each restored segment file is fsynced once (written, fsynced,
+// renamed within the scratch directory); the append store's own barriers
+// are skipped and each of its segment files is fsynced once, when it is
+// closed; the scratch directory is fsynced once before the rename and the
+// parent once after it.
 //
 // Not handled: a target directory that an engine has already opened (and so
 // filled with an empty store) is not empty and is refused; the caller must

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -344,6 +345,7 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 	// restored store would have written itself. The side store is opened
 	// only when there is something to append.
 	side := filepath.Join(tmp, sideDir)
+	sideFS := &deferSyncFS{FS: fsys}
 	var st *localseg.Store
 	defer func() {
 		if st != nil {
@@ -358,11 +360,11 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 			return nil, fmt.Errorf("coldload: create %s: %w", side, err)
 		}
 		m := localseg.ReclaimManifest{ReclaimedThroughSeq: pre.lastSeq, ReclaimedThroughSegment: rep.NextSegment - 1}
-		if err := localseg.WriteReclaimManifest(fsys, side, m); err != nil {
+		if err := localseg.WriteReclaimManifest(sideFS, side, m); err != nil {
 			return nil, fmt.Errorf("coldload: write the append store's manifest: %w", err)
 		}
 		sopts := opts.Store
-		sopts.ReadOnly, sopts.NoPreallocate = false, true
+		sopts.ReadOnly, sopts.NoPreallocate, sopts.FS = false, true, sideFS
 		s, err := localseg.Open(side, sopts)
 		if err != nil {
 			return nil, fmt.Errorf("coldload: open the append store: %w", err)
@@ -423,10 +425,13 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 	} else {
 		err := st.Close()
 		st = nil
+		if err == nil {
+			err = sideFS.Err()
+		}
 		if err != nil {
 			return rep, p, fmt.Errorf("coldload: close the append store: %w", err)
 		}
-		if err := adoptSegments(fsys, side, tmp, rep.NextSegment); err != nil {
+		if err := adoptSegments(fsys, sideFS.wasSynced, side, tmp, rep.NextSegment); err != nil {
 			return rep, p, err
 		}
 	}
@@ -470,7 +475,7 @@ const sideDir = "append"
 // adoptSegments moves the append store's segment files into dir, checking
 // they run consecutively from first, and removes the rest of the append
 // store (its manifest, checkpoint and lock describe the side store only).
-func adoptSegments(fsys localseg.FS, side, dir string, first uint64) error {
+func adoptSegments(fsys localseg.FS, synced func(path string) bool, side, dir string, first uint64) error {
 	names, err := fsys.ReadDir(side)
 	if err != nil {
 		return fmt.Errorf("coldload: read %s: %w", side, err)
@@ -493,7 +498,15 @@ func adoptSegments(fsys localseg.FS, side, dir string, first uint64) error {
 			return fmt.Errorf("coldload: the append store holds segment %d, want %d", id, want)
 		}
 		want++
-		if err := fsys.Rename(filepath.Join(side, name), filepath.Join(dir, name)); err != nil {
+		from := filepath.Join(side, name)
+		if !synced(filepath.Clean(from)) {
+			// A file the side store never closed after writing: make it
+			// durable here (defensive; localseg closes every segment).
+			if err := syncFile(fsys, from); err != nil {
+				return fmt.Errorf("coldload: fsync segment %d: %w", id, err)
+			}
+		}
+		if err := fsys.Rename(from, filepath.Join(dir, name)); err != nil {
 			return fmt.Errorf("coldload: move segment %d: %w", id, err)
 		}
 	}
@@ -504,6 +517,19 @@ func adoptSegments(fsys localseg.FS, side, dir string, first uint64) error {
 		return fmt.Errorf("coldload: remove %s: %w", side, err)
 	}
 	return nil
+}
+
+// syncFile fsyncs the file at path.
+func syncFile(fsys localseg.FS, path string) error {
+	f, err := fsys.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // shardOfDir parses a shard directory name (shard-NNNN).

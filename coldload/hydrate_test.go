@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -1070,5 +1071,58 @@ func TestRecoveredTailRollsOverSegments(t *testing.T) {
 	}
 	if len(snap.Segments) < 4 || snap.Segments[0].ID != 1 {
 		t.Fatalf("segments %+v: want the tail spread over several from id 1", snap.Segments)
+	}
+}
+
+// The frames recovered from tail objects reach the disk through one fsync
+// per segment file; a failed one fails the restore (nothing is published),
+// and every fsync a restore needs is checked the same way: a failure at any
+// of them fails the restore and leaves no store under the target's name,
+// except the last (of the parent directory, after the rename), which leaves
+// the complete store there with the error.
+func TestFailedFsyncFailsTheRestore(t *testing.T) {
+	b, _ := memBucket(t)
+	o := newOwner(t, b, 0, 2048)
+	o.append(40)
+	o.seal()
+	o.publish()
+	o.append(6)
+	o.ship()
+
+	// Count the restore's fsyncs, then fail each in turn.
+	count := faultfs.NewCounter(faultfs.Kinds(faultfs.OpSync, faultfs.OpSyncDir))
+	if _, err := coldload.Hydrate(ctxT(t), b, 0, target(t, 0), coldload.Options{Store: localseg.Options{FS: faultfs.Wrap(localseg.OSFS{}, count)}}); err != nil {
+		t.Fatal(err)
+	}
+	n := count.Count()
+	if n < 5 {
+		t.Fatalf("only %d fsyncs in a restore", n)
+	}
+	sawSide := false
+	for k := range n {
+		fail := faultfs.OnIndex(k, faultfs.EIO, faultfs.Kinds(faultfs.OpSync, faultfs.OpSyncDir))
+		dir := target(t, 0)
+		_, err := coldload.Hydrate(ctxT(t), b, 0, dir, coldload.Options{Store: localseg.Options{FS: faultfs.Wrap(localseg.OSFS{}, fail)}})
+		op, fired := fail.Fired()
+		if !fired {
+			t.Fatalf("fsync %d of %d never came", k, n)
+		}
+		if strings.Contains(op.Path, "/append/seg-") {
+			sawSide = true
+		}
+		if !errors.Is(err, syscall.EIO) {
+			t.Fatalf("fsync %d (%v) failed, restore returned %v", k, op, err)
+		}
+		if op.Kind == faultfs.OpSyncDir && filepath.Clean(op.Path) == filepath.Dir(dir) {
+			// The publishing rename happened; only its durability is in
+			// doubt. What is there is the whole store, and the error says
+			// the restore did not finish.
+			sameRecords(t, allRecords(t, openRO(t, dir)), o.records())
+			continue
+		}
+		absentOrEmpty(t, dir)
+	}
+	if !sawSide {
+		t.Fatal("no fsync of a recovered segment file was failed")
 	}
 }
