@@ -137,10 +137,9 @@ const sectorSize = 512
 //     length field itself is damaged;
 //   - a frame failing its CRC (or with an empty body, or a magic whose bytes
 //     are each right or zero) with an all-zero 512-byte sector inside its
-//     extent: a lost
-//     sector, so no fsync covered it and nothing after it was acknowledged:
-//     torn, unless a valid frame starts inside the extent (a damaged
-//     length that swallowed its successor);
+//     extent: a lost sector, so no fsync covered it and nothing after it
+//     was acknowledged: torn, unless a valid frame starts inside the extent
+//     (a damaged length that swallowed its successor);
 //   - such a frame with zero bytes in its body (a valid body never holds
 //     one), a zeroed magic byte or an empty body, or starting at or after
 //     the trusted checkpoint's active_len: torn only if everything after it
