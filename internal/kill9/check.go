@@ -287,6 +287,10 @@ type Verdict struct {
 	Duplicates int
 	Corrupt    int
 	Problems   []string
+
+	// drop lists the promises this check settled (lost, or gone within
+	// the window), for Apply.
+	drop map[uint64]Ident
 }
 
 // OK reports whether the check found nothing wrong.
@@ -301,7 +305,7 @@ func (v *Verdict) problem(format string, args ...any) {
 // Check holds view to the model's promises under mode. It does not change
 // the model (Apply does).
 func Check(m *Model, view *View, mode Mode) Verdict {
-	vd := Verdict{Mode: mode, Corrupt: view.Corrupt}
+	vd := Verdict{Mode: mode, Corrupt: view.Corrupt, drop: map[uint64]Ident{}}
 	vd.Problems = append(vd.Problems, view.Problems...)
 	for _, id := range view.Duplicates {
 		if !m.dupSeen[id] {
@@ -331,11 +335,14 @@ func Check(m *Model, view *View, mode Mode) Verdict {
 			// Gone with the disk; after a hydration the sequence may
 			// already hold an event of the hydrating run.
 			vd.Window = append(vd.Window, seq)
+			vd.drop[seq] = want
 		case seq > view.Tip:
 			vd.Lost = append(vd.Lost, seq)
+			vd.drop[seq] = want
 			vd.problem("lost: %+v acknowledged at sequence %d, the tip is %d", want, seq, view.Tip)
 		default:
 			vd.Lost = append(vd.Lost, seq)
+			vd.drop[seq] = want
 			vd.problem("lost: %+v acknowledged at sequence %d, which holds %+v (valid %v)", want, seq, got, ok)
 		}
 	}
@@ -410,9 +417,15 @@ func (m *Model) Apply(view *View, vd Verdict) {
 	for _, id := range view.Duplicates {
 		m.dupSeen[id] = true
 	}
-	for _, seq := range vd.Lost {
-		delete(m.Acked, seq)
-		delete(m.Pending, seq)
+	for seq, id := range vd.drop {
+		// Only the settled promise goes: after a hydration the sequence
+		// may hold a newer acknowledged event.
+		if m.Acked[seq] == id {
+			delete(m.Acked, seq)
+		}
+		if m.Pending[seq] == id {
+			delete(m.Pending, seq)
+		}
 	}
 	if vd.Mode.restored() {
 		for seq := range m.Acked {
