@@ -136,8 +136,24 @@ func (c *child) run(ctx context.Context) error {
 	go c.consume(LagConsumer, 64, 15*time.Millisecond, 3)
 	if c.cfg.BucketURL != "" {
 		go c.pollShipped(shipped)
+	} else if c.cfg.GC && c.cfg.GCInterval > 0 {
+		// The engine runs its periodic GC only with a bucket (it lives in
+		// the shipper); a local store is reclaimed by explicit passes, as
+		// an operator's `gc` would.
+		go c.collect(ctx)
 	}
 	return nil
+}
+
+// collect runs an explicit GC pass every GCInterval.
+func (c *child) collect(ctx context.Context) {
+	for {
+		time.Sleep(c.cfg.GCInterval)
+		if _, err := c.l.GC(ctx, bucketlog.GCRequest{MaxRetainedSegments: c.cfg.MaxRetained}); err != nil {
+			c.rep.printf("F gc: %v", err)
+			return
+		}
+	}
 }
 
 // append appends one event and reports it once the engine acknowledged it.
