@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"gocloud.dev/blob"
+	"gocloud.dev/blob/memblob"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/bucketlog/bucketlog/blobtier"
@@ -23,7 +24,9 @@ import (
 // segBytes each (events with 1 KiB payloads), plus one tail object.
 func benchBucket(b *testing.B, segs int, segBytes int) (blobtier.Bucket, *blob.Bucket, int64) {
 	b.Helper()
-	bk, raw := memBucket(&testing.T{})
+	raw := memblob.OpenBucket(nil)
+	bk := blobtier.New(raw, blobtier.Options{})
+	b.Cleanup(func() { bk.Close() })
 	payload := strings.Repeat("x", 1000)
 	var seq uint64
 	var total int64
