@@ -38,6 +38,8 @@ type Scenario struct {
 	SealMaxAge      time.Duration
 	TailInterval    time.Duration
 	SyncWait        time.Duration
+	// PutDelay holds each PUT of a child up to this long (a slow bucket).
+	PutDelay time.Duration
 	// Plan says, kill after kill (cycling), what happens to the shard
 	// directory after the check: 'S' restart the child on it; 'R' delete
 	// it, restore it with bucketlog.Restore, check the restored store,
@@ -395,7 +397,7 @@ func (inc *incarnation) live(ctx context.Context, rng *rand.Rand, m *Model) (kil
 	}
 	var ep *endpoint
 	if inc.s3 != nil {
-		if ep, err = inc.s3.serve(); err != nil {
+		if ep, err = inc.s3.serve(sc.PutDelay); err != nil {
 			return kill, err
 		}
 		cc.BucketURL = ep.URL(inc.bucket)

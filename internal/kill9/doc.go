@@ -40,22 +40,43 @@
 // exact payload, no identity twice, sequences gapless from the base, each
 // writer's events in order, consumer cursors not backward, not beyond what
 // was acked and not beyond the tip, and nothing reclaimed that the lagging
-// consumer had not acked. In the bucket scenarios it then, for a seeded
-// share of the kills, deletes the shard directory, restores it with
-// bucketlog.Restore, and checks the restored store against what the
-// bucket promised: in asynchronous mode everything acknowledged at or
-// below the last reported ShippedThrough (later events are the documented
-// loss window and are counted apart), in synchronous mode everything
-// acknowledged. The child is then restarted on the same directory and the
-// sequence continues.
+// consumer had not acked. In the bucket scenarios a fixed plan (Scenario.
+// Plan) then decides what happens to the directory: 'S' the next child
+// restarts on it; 'R' the parent deletes it, restores it with
+// bucketlog.Restore and checks the restored store against what the bucket
+// promised — in asynchronous mode everything acknowledged at or below the
+// last reported ShippedThrough (later events are the documented loss
+// window and are counted apart), in synchronous mode everything
+// acknowledged (ErrNotInBucket events excepted); 'H' the parent deletes
+// it and the next child's Open hydrates it from the bucket, so kills also
+// land mid-hydration (the next check holds older events to the restore
+// promise and the hydrating child's own to the local one). The sequence
+// continues across every restart; a restore that lost the window lets the
+// next child reuse those sequences, and the model drops exactly the
+// promises a check settled.
+//
+// Scenarios (see the tests): local, local with GC (the engine runs its
+// periodic GC only with a bucket, so the child drives explicit Log.GC
+// passes), bucket asynchronous, bucket synchronous, bucket synchronous on
+// a slow bucket (PUTs held up to Scenario.PutDelay, so some appends
+// answer ErrNotInBucket and more kills land with uploads in flight), and
+// bucket with periodic GC and keep-last-N retention.
+//
+// Red controls show the checks see loss: a restore asked for every
+// acknowledged event after a burst nothing shipped (the tick is an hour
+// away) must count exactly that burst as lost; a segment cut in half
+// after a kill must count the acknowledged events it held as lost.
 //
 // # Crash assumptions
 //
 // A SIGKILL stops the process; the kernel keeps every byte the process
 // wrote to files (the page cache survives), so this harness tests the
 // engine's ordering and recovery logic under process death, not power
-// loss (localseg's crash sweep with its crashable in-memory filesystem
-// covers lost unsynced writes). Bucket requests that were in flight at the
+// loss: an engine that acknowledged before fdatasync would pass it
+// (localseg's crash sweep with its crashable in-memory filesystem covers
+// lost unsynced writes). For the same reason torn tails are rare here: the
+// store writes a group in one pwrite, which a kill cuts only between
+// pages of a large write. Bucket requests that were in flight at the
 // kill are drained before the parent looks at the bucket: each child talks
 // to a listener of its own, which the parent shuts down (waiting for
 // running handlers) after the child died.

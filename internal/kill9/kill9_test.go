@@ -41,6 +41,7 @@ var (
 	flagSeed      = flag.Uint64("kill9.seed", 0, "seed of the kill schedule (default: from the clock, logged)")
 	flagJSON      = flag.String("kill9.json", "", "write the summary as JSON to this path")
 	flagKeep      = flag.String("kill9.keep", "", "run under this directory and keep it (evidence of a failure)")
+	flagLabel     = flag.String("kill9.label", "", "free text recorded in the JSON summary (e.g. the commit under test)")
 	flagVerbose   = flag.Bool("kill9.verbose", false, "log every kill")
 	flagScenarios = flag.String("kill9.scenarios", "", "comma-separated scenario names (default: all)")
 )
@@ -88,6 +89,7 @@ func scenarios() []Scenario {
 	async.Bucket = true
 	async.TailInterval = 30 * time.Millisecond
 	async.Plan = "RHSRHSRS"
+	async.PutDelay = 20 * time.Millisecond
 
 	sync := base
 	sync.Name = "bucket-sync"
@@ -98,16 +100,24 @@ func scenarios() []Scenario {
 	sync.SyncWait = 5 * time.Second
 	sync.Plan = "RHSRHSRS"
 
+	// A slow bucket and a short wait: some appends answer ErrNotInBucket
+	// (durable locally only), and more kills land with uploads in flight.
+	slow := sync
+	slow.Name = "bucket-sync-slow"
+	slow.SyncWait = 70 * time.Millisecond
+	slow.PutDelay = 60 * time.Millisecond
+
 	bucketGC := async
 	bucketGC.Name = "bucket-gc"
 	bucketGC.Writers = 48
 	bucketGC.GC, bucketGC.GCInterval, bucketGC.MaxRetained = true, 40*time.Millisecond, 3
 	bucketGC.EpochKills = 25
-	return []Scenario{local, localGC, async, sync, bucketGC}
+	return []Scenario{local, localGC, async, sync, slow, bucketGC}
 }
 
 type summary struct {
 	Command          string       `json:"command"`
+	Label            string       `json:"label,omitempty"`
 	Seed             uint64       `json:"seed"`
 	KillsPerScenario int          `json:"kills_per_scenario"`
 	WallSeconds      float64      `json:"wall_seconds"`
@@ -154,7 +164,7 @@ func TestKill9(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	sum := summary{Seed: seed, KillsPerScenario: kills, Started: start.UTC(), Scenarios: []Result{}, RedControls: []redOutcome{},
+	sum := summary{Label: *flagLabel, Seed: seed, KillsPerScenario: kills, Started: start.UTC(), Scenarios: []Result{}, RedControls: []redOutcome{},
 		Command: "go test -run TestKill9 -count=1 -v ./internal/kill9/ " + strings.Join(testFlags(), " ")}
 	for _, sc := range scenarios() {
 		if len(want) > 0 && !want[sc.Name] {

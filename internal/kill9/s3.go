@@ -1,11 +1,13 @@
 package kill9
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"time"
@@ -38,7 +40,7 @@ type endpoint struct {
 func startFakeS3() (*fakeS3, error) {
 	backend := s3mem.New()
 	f := &fakeS3{backend: backend, handler: gofakes3.New(backend, gofakes3.WithLogger(gofakes3.DiscardLog())).Server()}
-	p, err := f.serve()
+	p, err := f.serve(0)
 	if err != nil {
 		return nil, err
 	}
@@ -48,13 +50,40 @@ func startFakeS3() (*fakeS3, error) {
 
 var quiet = log.New(io.Discard, "", 0)
 
-// serve starts a new listener on the shared backend.
-func (f *fakeS3) serve() (*endpoint, error) {
+func slowPuts(next http.Handler, maxDelay time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPut {
+			next.ServeHTTP(w, r)
+			return
+		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			// The client went away mid-body: nothing is stored.
+			http.Error(w, "incomplete body", http.StatusBadRequest)
+			return
+		}
+		time.Sleep(rand.N(maxDelay))
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		next.ServeHTTP(w, r)
+	})
+}
+
+// serve starts a new listener on the shared backend. With putDelay > 0
+// every PUT is held, once its body has arrived, for a random time up to
+// putDelay before it is stored: a slow bucket, so synchronous appends
+// sometimes time out (ErrNotInBucket) and more kills land while an upload
+// is in flight (the object still lands after the client died, as on a real
+// server that received the whole request).
+func (f *fakeS3) serve(putDelay time.Duration) (*endpoint, error) {
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("kill9: listen on 127.0.0.1: %w", err)
 	}
-	e := &endpoint{ln: ln, done: make(chan struct{}), srv: &http.Server{Handler: f.handler, ReadHeaderTimeout: 30 * time.Second, ErrorLog: quiet}}
+	h := f.handler
+	if putDelay > 0 {
+		h = slowPuts(h, putDelay)
+	}
+	e := &endpoint{ln: ln, done: make(chan struct{}), srv: &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, ErrorLog: quiet}}
 	go func() {
 		defer close(e.done)
 		_ = e.srv.Serve(ln)
