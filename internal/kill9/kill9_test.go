@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 }
 
 var (
-	flagKills     = flag.Int("kill9.kills", 0, "kills per scenario (default 5, 3 with -short; env BUCKETLOG_KILL9_KILLS)")
+	flagKills     = flag.Int("kill9.kills", 0, "kills per scenario (default 3, 2 with -short; env BUCKETLOG_KILL9_KILLS)")
 	flagSeed      = flag.Uint64("kill9.seed", 0, "seed of the kill schedule (default: from the clock, logged)")
 	flagJSON      = flag.String("kill9.json", "", "write the summary as JSON to this path")
 	flagKeep      = flag.String("kill9.keep", "", "run under this directory and keep it (evidence of a failure)")
@@ -61,9 +61,9 @@ func killsPerScenario(t *testing.T) int {
 		return n
 	}
 	if testing.Short() {
-		return 3
+		return 2
 	}
-	return 5
+	return 3
 }
 
 // scenarios are the campaign's workloads. Segments of 48 KiB roll over
