@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/bucketlog/bucketlog/bench/internal/targets"
+	"github.com/bucketlog/bucketlog/localseg"
 )
 
 func main() { os.Exit(run()) }
@@ -41,6 +42,8 @@ func run() int {
 	outDir := flag.String("out", filepath.Join("results", "profile"), "directory for the profiles")
 	mutex := flag.Bool("mutex", false, "also write a mutex contention profile")
 	block := flag.Bool("block", false, "also write a blocking profile (slows the run)")
+	iotime := flag.Bool("iotime", false, "bucketlog only: open the store over a counting FS and print where the wall time went (fsyncs, directory fsyncs, writes, segment preallocation)")
+	noPrealloc := flag.Bool("no-prealloc", false, "bucketlog only: open with Options.NoPreallocate")
 	replay := flag.Int("replay", 0, "profile open + read-back of a store of this many events instead of appends (targets: bucketlog, tidwall-wal, raft-wal)")
 	flag.Parse()
 	if *replay > 0 {
@@ -68,7 +71,21 @@ func run() int {
 	defer os.RemoveAll(work)
 
 	p := targets.MakePayload(*payload)
-	a, err := t.Open(work, &p)
+	var io targets.IOCounts
+	var a targets.Appender
+	if *iotime || *noPrealloc {
+		if t.Name != "bucketlog" {
+			fmt.Fprintln(os.Stderr, "profile: -iotime and -no-prealloc apply to bucketlog only")
+			return 2
+		}
+		opts := localseg.Options{NoPreallocate: *noPrealloc}
+		if *iotime {
+			opts.FS = targets.NewIOCountingFS(&io)
+		}
+		a, err = targets.OpenBucketlog(work, opts)
+	} else {
+		a, err = t.Open(work, &p)
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "profile: open %s: %v\n", t.Name, err)
 		return 1
@@ -136,6 +153,12 @@ func run() int {
 	fmt.Printf("%s: %d writers, %d B payload: %d appends in %v = %.0f appends/s; %.1f allocs/append, %.0f B allocated/append\n",
 		t.Name, *writers, *payload, res.Ops, res.Elapsed.Round(time.Millisecond), res.PerSecond(),
 		float64(ms.Mallocs-before.Mallocs)/float64(res.Ops+targets.Warmup), float64(ms.TotalAlloc-before.TotalAlloc)/float64(res.Ops+targets.Warmup))
+	if *iotime {
+		fmt.Println("I/O from open to the end (open included):", io.Breakdown(res.Elapsed))
+	}
+	if res.Seals > 0 {
+		fmt.Printf("segment seals in the timed part: %d (%.1f/s)\n", res.Seals, float64(res.Seals)/res.Elapsed.Seconds())
+	}
 	if res.Fsyncs > 0 {
 		fmt.Printf("fsyncs (from the store's Observer): %d, %.1f appends/fsync, mean %v\n",
 			res.Fsyncs, res.AppendsPerFsync(), (res.FsyncTime / time.Duration(res.Fsyncs)).Round(time.Microsecond))
@@ -246,5 +269,21 @@ func runReplay(target string, n, payload int, dir, outDir string) int {
 		float64(after.Mallocs-before.Mallocs)/float64(n), float64(after.TotalAlloc-before.TotalAlloc)/float64(n))
 	fmt.Println("wrote", cpuPath)
 	fmt.Println("wrote", allocPath)
+	return 0
+}
+
+// Fsyncs and Seals pass the wrapped target's counters through, so Drive
+// still reports them.
+func (t *timedAppender) Fsyncs() (uint64, time.Duration) {
+	if fc, ok := t.Appender.(targets.FsyncCounter); ok {
+		return fc.Fsyncs()
+	}
+	return 0, 0
+}
+
+func (t *timedAppender) Seals() uint64 {
+	if sc, ok := t.Appender.(targets.SealCounter); ok {
+		return sc.Seals()
+	}
 	return 0
 }

@@ -30,6 +30,7 @@ type appendCell struct {
 	// perFsync and fsyncMicros are the target's own figures per rep, when
 	// it reports fsyncs.
 	perFsync, fsyncMicros []float64
+	sealsPerSec           []float64
 	full                  int
 	err                   error
 	label                 string
@@ -89,6 +90,7 @@ func runAppend(ctx context.Context, env *harness.Env) ([]harness.Row, error) {
 			if res.Fsyncs > 0 {
 				c.perFsync = append(c.perFsync, res.AppendsPerFsync())
 				c.fsyncMicros = append(c.fsyncMicros, float64(res.FsyncTime.Microseconds())/float64(res.Fsyncs))
+				c.sealsPerSec = append(c.sealsPerSec, float64(res.Seals)/res.Elapsed.Seconds())
 			}
 			env.Logf("append rep %d %s: %.0f/s", rep+1, c.label, res.PerSecond())
 		}
@@ -104,8 +106,8 @@ func runAppend(ctx context.Context, env *harness.Env) ([]harness.Row, error) {
 		} else {
 			var notes []string
 			if len(c.perFsync) > 0 {
-				notes = append(notes, fmt.Sprintf("%.1f appends/fsync, fsync %.0f µs (medians, from its Observer)",
-					harness.Median(c.perFsync), harness.Median(c.fsyncMicros)))
+				notes = append(notes, fmt.Sprintf("%.1f appends/fsync, fsync %.0f µs, %.1f segment seals/s (medians, from its Observer)",
+					harness.Median(c.perFsync), harness.Median(c.fsyncMicros), harness.Median(c.sealsPerSec)))
 			}
 			if c.full > 0 {
 				notes = append(notes, fmt.Sprintf("file filled before the duration in %d reps (rate over the time until then)", c.full))

@@ -94,22 +94,38 @@ type bucketlogAppender struct {
 // fsyncObserver counts the store's fsyncs through its Observer hook; two
 // atomic adds per fsync cost nothing next to the fsync.
 type fsyncObserver struct {
-	n  atomic.Uint64
-	ns atomic.Int64
+	n     atomic.Uint64
+	ns    atomic.Int64
+	seals atomic.Uint64
 }
 
 func (o *fsyncObserver) Fsync(d time.Duration)       { o.n.Add(1); o.ns.Add(int64(d)) }
-func (o *fsyncObserver) Sealed(localseg.SegmentInfo) {}
+func (o *fsyncObserver) Sealed(localseg.SegmentInfo) { o.seals.Add(1) }
+
+// Seals is how many segments the store sealed (rolled over) since open.
+func (a *bucketlogAppender) Seals() uint64 { return a.obs.seals.Load() }
 
 func openBucketlog(dir string, _ *Payload) (Appender, error) {
+	return OpenBucketlog(dir, localseg.Options{})
+}
+
+// OpenBucketlog opens a bucketlog appender with opts (its Observer is
+// replaced by the appender's fsync counter), for the profile command's
+// variants: an instrumented FS, preallocation off.
+func OpenBucketlog(dir string, opts localseg.Options) (Appender, error) {
 	a := &bucketlogAppender{execs: ExecIDs(10000)}
-	st, err := localseg.Open(localseg.ShardDir(dir, 0), localseg.Options{Observer: &a.obs})
+	opts.Observer = &a.obs
+	st, err := localseg.Open(localseg.ShardDir(dir, 0), opts)
 	if err != nil {
 		return nil, err
 	}
 	a.st = st
 	return a, nil
 }
+
+// NewIOCountingFS returns an FS over the OS that counts and times the
+// store's syncs and writes into c.
+func NewIOCountingFS(c *IOCounts) localseg.FS { return newCountingFS(c) }
 
 func (a *bucketlogAppender) Fsyncs() (uint64, time.Duration) {
 	return a.obs.n.Load(), time.Duration(a.obs.ns.Load())

@@ -21,7 +21,13 @@ type DriveResult struct {
 	// (FsyncCounter); zero otherwise.
 	Fsyncs    uint64
 	FsyncTime time.Duration
+	// Seals is how many segments the target sealed inside the timed part
+	// (targets that report it: SealCounter).
+	Seals uint64
 }
+
+// SealCounter is implemented by targets that report segment rollovers.
+type SealCounter interface{ Seals() uint64 }
 
 // AppendsPerFsync is how many appends shared one fsync (0 when unknown).
 func (r DriveResult) AppendsPerFsync() float64 {
@@ -62,6 +68,11 @@ func Drive(ctx context.Context, a Appender, writers int, d time.Duration, p *Pay
 	if fc != nil {
 		fsyncs0, fsyncT0 = fc.Fsyncs()
 	}
+	sc, _ := a.(SealCounter)
+	var seals0 uint64
+	if sc != nil {
+		seals0 = sc.Seals()
+	}
 	var (
 		stop    atomic.Bool
 		ops     atomic.Uint64
@@ -97,6 +108,9 @@ func Drive(ctx context.Context, a Appender, writers int, d time.Duration, p *Pay
 	if fc != nil {
 		n, t := fc.Fsyncs()
 		res.Fsyncs, res.FsyncTime = n-fsyncs0, t-fsyncT0
+	}
+	if sc != nil {
+		res.Seals = sc.Seals() - seals0
 	}
 	if first != nil {
 		return res, first
