@@ -20,6 +20,9 @@ type Machine struct {
 	Dir        string `json:"dir"`
 	FSType     string `json:"fs_type"`
 	Device     string `json:"device"`
+	// SameFSAsRepo says whether the scratch directory is on the same
+	// filesystem as the tree being measured.
+	SameFSAsRepo bool `json:"same_fs_as_repo"`
 	LoadStart  string `json:"load_start"`
 	LoadEnd    string `json:"load_end,omitempty"`
 	GitHead    string `json:"git_head,omitempty"`
@@ -46,6 +49,10 @@ func DescribeMachine(dir, repo string) Machine {
 		m.Kernel = unix.ByteSliceToString(u.Sysname[:]) + " " + unix.ByteSliceToString(u.Release[:])
 	}
 	m.FSType, m.Device = fsOf(dir)
+	if abs, err := filepath.Abs(repo); err == nil {
+		_, repoDev := fsOf(abs)
+		m.SameFSAsRepo = repoDev != "" && repoDev == m.Device
+	}
 	m.LoadStart = LoadAvg()
 	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {

@@ -40,8 +40,12 @@ func WriteJSON(path string, r *Result) error {
 // PrintHeader prints the machine facts that make the numbers comparable.
 func PrintHeader(w io.Writer, m Machine, cfg map[string]any) {
 	fmt.Fprintf(w, "machine: %s; %d cores; %s; %s\n", m.CPU, m.Cores, m.Kernel, m.GoVersion)
-	fmt.Fprintf(w, "bench dir: %s (%s on %s); memory %d MiB; load at start %s\n",
-		m.Dir, m.FSType, m.Device, m.MemTotalKB/1024, m.LoadStart)
+	same := "same filesystem as the tree"
+	if !m.SameFSAsRepo {
+		same = "NOT the filesystem of the tree"
+	}
+	fmt.Fprintf(w, "bench dir: %s (%s on %s, %s); memory %d MiB; load at start %s\n",
+		m.Dir, m.FSType, m.Device, same, m.MemTotalKB/1024, m.LoadStart)
 	if m.GitHead != "" {
 		dirty := ""
 		if m.GitDirty {
