@@ -13,21 +13,21 @@ import (
 
 // Machine describes where a run took place.
 type Machine struct {
-	CPU        string `json:"cpu"`
-	Cores      int    `json:"cores"`
-	Kernel     string `json:"kernel"`
-	GoVersion  string `json:"go"`
-	Dir        string `json:"dir"`
-	FSType     string `json:"fs_type"`
-	Device     string `json:"device"`
+	CPU       string `json:"cpu"`
+	Cores     int    `json:"cores"`
+	Kernel    string `json:"kernel"`
+	GoVersion string `json:"go"`
+	Dir       string `json:"dir"`
+	FSType    string `json:"fs_type"`
+	Device    string `json:"device"`
 	// SameFSAsRepo says whether the scratch directory is on the same
 	// filesystem as the tree being measured.
-	SameFSAsRepo bool `json:"same_fs_as_repo"`
-	LoadStart  string `json:"load_start"`
-	LoadEnd    string `json:"load_end,omitempty"`
-	GitHead    string `json:"git_head,omitempty"`
-	GitDirty   bool   `json:"git_dirty,omitempty"`
-	MemTotalKB int64  `json:"mem_total_kb"`
+	SameFSAsRepo bool   `json:"same_fs_as_repo"`
+	LoadStart    string `json:"load_start"`
+	LoadEnd      string `json:"load_end,omitempty"`
+	GitHead      string `json:"git_head,omitempty"`
+	GitDirty     bool   `json:"git_dirty,omitempty"`
+	MemTotalKB   int64  `json:"mem_total_kb"`
 }
 
 // DescribeMachine reads /proc and uname for the machine facts and the
