@@ -145,7 +145,7 @@ func restoreErr(err error) error {
 	switch {
 	case errors.Is(err, coldload.ErrGap), errors.Is(err, coldload.ErrShort),
 		errors.Is(err, coldload.ErrEmpty), errors.Is(err, coldload.ErrNotEmpty):
-		return fmt.Errorf("%w: %v", ErrInvalidState, err)
+		return fmt.Errorf("%w: %w", ErrInvalidState, err)
 	}
 	return err
 }

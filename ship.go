@@ -37,6 +37,9 @@ type shipper struct {
 	tailOn bool
 	sealed <-chan struct{}
 	kick   chan struct{}
+	// cleanupKick asks the maintenance loop for a tail cleanup: a tail
+	// object landed that a durable segment already covers.
+	cleanupKick chan struct{}
 
 	// maint serialises uploads, cleanup and GC (the maintenance loop, Close
 	// and one-shot commands).
@@ -49,9 +52,14 @@ type shipper struct {
 	bucketErr      error           // the latest bucket failure (nil after a success)
 	cleanedThrough uint64          // contiguous durable seq at the last complete cleanup
 	cleanupDirty   bool            // the last cleanup left something to retry
-	uploadBackoff  time.Duration
-	lastConsumers  map[string]uint64
-	shippedCh      chan struct{} // closed and replaced whenever the shipped position moves
+	// pendingTails are the tail objects this process committed and no
+	// cleanup has deleted yet (key → last sequence, misses): an object a
+	// cleanup pass did not see (it landed, or became listable, after the
+	// listing) keeps cleanup due for a few more passes.
+	pendingTails  map[string]*pendingTail
+	uploadBackoff time.Duration
+	lastConsumers map[string]uint64
+	shippedCh     chan struct{} // closed and replaced whenever the shipped position moves
 
 	unshippedSince atomic.Int64 // unix nanos of the oldest append not yet shipped (0: none)
 	waiters        atomic.Int32
@@ -61,11 +69,13 @@ type shipper struct {
 func newShipper(ctx context.Context, l *Log, sealed <-chan struct{}) (*shipper, error) {
 	s := &shipper{
 		l: l, b: l.bucket, shard: uint32(l.own.Index), store: l.store,
-		tailOn:    !l.opts.DisableTailReplication,
-		sealed:    sealed,
-		kick:      make(chan struct{}, 1),
-		durable:   map[uint64]bool{},
-		shippedCh: make(chan struct{}),
+		tailOn:       !l.opts.DisableTailReplication,
+		sealed:       sealed,
+		kick:         make(chan struct{}, 1),
+		cleanupKick:  make(chan struct{}, 1),
+		durable:      map[uint64]bool{},
+		pendingTails: map[string]*pendingTail{},
+		shippedCh:    make(chan struct{}),
 	}
 	if err := s.reconcile(ctx); err != nil {
 		return nil, err
@@ -308,6 +318,7 @@ func (s *shipper) maintLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-s.sealed:
+		case <-s.cleanupKick:
 		case <-retry.C:
 		case <-gcTick:
 			runGC = true
@@ -325,7 +336,11 @@ func (s *shipper) maintLoop(ctx context.Context) {
 			continue
 		}
 		s.uploadBackoff = 0
+		dirty := s.cleanupDirty
 		s.mu.Unlock()
+		if dirty {
+			retry.Reset(s.l.opts.TailInterval)
+		}
 	}
 }
 
@@ -491,13 +506,26 @@ func (s *shipper) notifyShipped() {
 	}
 }
 
+type pendingTail struct {
+	last   uint64
+	misses int
+}
+
+// maxCleanupMisses bounds how often a cleanup looks again for a superseded
+// tail object it did not see (a GC pass may have deleted it meanwhile).
+const maxCleanupMisses = 3
+
 // cleanupLocked deletes tail objects a durable segment covers. It runs only
-// when the contiguous durable watermark moved (or the last pass left work),
+// when the contiguous durable watermark moved, the last pass left work, or
+// a tail object this process committed is superseded and not yet deleted,
 // so an idle shard issues no request.
 func (s *shipper) cleanupLocked(ctx context.Context) error {
 	seq, _ := s.contiguous()
 	s.mu.Lock()
 	due := seq > s.cleanedThrough || s.cleanupDirty
+	for _, p := range s.pendingTails {
+		due = due || p.last <= seq
+	}
 	s.mu.Unlock()
 	if !due {
 		return nil
@@ -519,7 +547,20 @@ func (s *shipper) cleanupLocked(ctx context.Context) error {
 		s.bucketErr = err
 		return err
 	}
+	for _, k := range res.Deleted {
+		delete(s.pendingTails, k)
+	}
 	s.cleanupDirty = false
+	for k, p := range s.pendingTails {
+		if p.last > seq {
+			continue
+		}
+		if p.misses++; p.misses >= maxCleanupMisses {
+			delete(s.pendingTails, k)
+			continue
+		}
+		s.cleanupDirty = true
+	}
 	s.cleanedThrough = seq
 	return nil
 }
@@ -533,6 +574,7 @@ func (s *shipper) shipTail(ctx context.Context) error {
 	}
 	before := s.repl.ShippedThrough()
 	var failure error
+	var committedMax uint64
 	if s.tailOn {
 		batches, err := s.repl.Prepare(s.store)
 		if err != nil {
@@ -552,6 +594,10 @@ func (s *shipper) shipTail(ctx context.Context) error {
 				failure = err
 				break
 			}
+			s.mu.Lock()
+			s.pendingTails[bt.Key] = &pendingTail{last: bt.LastSeq}
+			s.mu.Unlock()
+			committedMax = bt.LastSeq
 			s.l.m.add("tail_batches_total", 1)
 			s.l.m.add("tail_records_total", float64(bt.Records()))
 			s.l.m.add("tail_bytes_total", float64(bt.Len()))
@@ -559,6 +605,17 @@ func (s *shipper) shipTail(ctx context.Context) error {
 	}
 	if s.repl.ShippedThrough() > before {
 		s.notifyShipped()
+	}
+	if committedMax > 0 {
+		// A tail object whose events a durable segment already covers (its
+		// put raced the upload) is superseded on arrival: ask for a cleanup,
+		// or it would wait for the next segment to become durable.
+		if seq, _ := s.contiguous(); committedMax <= seq {
+			select {
+			case s.cleanupKick <- struct{}{}:
+			default:
+			}
+		}
 	}
 	if failure == nil {
 		failure = s.syncCursor(ctx)

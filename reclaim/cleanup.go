@@ -25,6 +25,8 @@ type CleanupResult struct {
 	// name another shard); they are never deleted.
 	Unparsed int      `json:"unparsed"`
 	Errors   []string `json:"errors,omitempty"`
+	// Deleted lists the keys this pass deleted.
+	Deleted []string `json:"-"`
 }
 
 // CleanupTail deletes the shard's tail objects that a durable segment
@@ -61,6 +63,7 @@ func CleanupTail(ctx context.Context, b Deleter, shard uint32, contiguousDurable
 		}
 		res.Reclaimed++
 		res.Bytes += info.Size
+		res.Deleted = append(res.Deleted, info.Key)
 	}
 	return res, nil
 }
