@@ -10,11 +10,11 @@ import (
 	"github.com/bucketlog/bucketlog/coldload"
 )
 
-// These tests isolate defects found by the end-to-end suite in packages it
-// does not own. They fail until the owning package is fixed; nothing else
+// These tests began as isolated defects found by the end-to-end suite in
+// other packages; they stay as regression tests. Nothing else
 // in the suite depends on them.
 
-// TestBug_TailObjectLandingAfterCleanupIsNeverReclaimed: in ship.go,
+// TestSupersededTailObjectLandingAfterCleanupIsReclaimed: in ship.go,
 // shipper.cleanupLocked runs tail cleanup only when the contiguous durable
 // watermark moved since the last complete cleanup (or the last one failed).
 // A tail object that lands in the bucket after a cleanup listed the tail
@@ -34,7 +34,7 @@ import (
 // The race is made deterministic by hiding the object from the one listing
 // that cleanup does (faultbucket Hide), which is what "landed after the
 // listing" looks like to it.
-func TestBug_TailObjectLandingAfterCleanupIsNeverReclaimed(t *testing.T) {
+func TestSupersededTailObjectLandingAfterCleanupIsReclaimed(t *testing.T) {
 	for _, be := range backends {
 		t.Run(be.name, func(t *testing.T) {
 			ctx := ctxT(t)
@@ -88,7 +88,7 @@ func tailKeys(t *testing.T, b blobtier.Bucket) map[string]bool {
 	return out
 }
 
-// TestBug_RestoreErrorHidesGapError: ops.go restoreErr wraps coldload's
+// TestRestoreErrorKeepsGapError: ops.go restoreErr wraps coldload's
 // refusals as fmt.Errorf("%w: %v", ErrInvalidState, err). The %v turns the
 // *coldload.GapError (FromSegment, ToSegment, FromSeq, ToSeq,
 // CoveredByTail), the *coldload.ShortError and the sentinels
@@ -96,7 +96,7 @@ func tailKeys(t *testing.T, b blobtier.Bucket) map[string]bool {
 // bucketlog.Restore cannot tell with errors.As/Is where the hole is or
 // whether tail objects cover it (AllowPartial would recover it). "%w: %w"
 // keeps both chains.
-func TestBug_RestoreErrorHidesGapError(t *testing.T) {
+func TestRestoreErrorKeepsGapError(t *testing.T) {
 	ctx := ctxT(t)
 	v := newEnv(t, backends[0], false)
 	execs := execsOf(0, 1, 3)
