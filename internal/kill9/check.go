@@ -38,7 +38,7 @@ type Model struct {
 	// reused for its own acknowledged events: they were not restored, so
 	// they must have been allowed to go (asynchronous, after the last
 	// ShippedThrough).
-	Superseded map[uint64]Ident
+	Superseded map[uint64]Displaced
 
 	// Counters of reports.
 	AckLines, PendingLines, TornOpens, ShipLines int
@@ -55,7 +55,7 @@ func NewModel() *Model {
 		Pending:    map[uint64]Ident{},
 		Intent:     map[string]uint64{},
 		Confirmed:  map[string]uint64{},
-		Superseded: map[uint64]Ident{},
+		Superseded: map[uint64]Displaced{},
 		dupSeen:    map[Ident]bool{},
 	}
 }
@@ -77,15 +77,18 @@ func (m *Model) Clone() *Model {
 func (m *Model) Observe(l Line) {
 	switch l.Kind {
 	case 'A', 'N':
-		book, other := m.Acked, m.Pending
+		book := m.Acked
 		if l.Kind == 'N' {
-			book, other = m.Pending, m.Acked
+			book = m.Pending
 			m.PendingLines++
 		} else {
 			m.AckLines++
 		}
-		for _, b := range []map[uint64]Ident{book, other} {
-			prev, ok := b[l.Seq]
+		for _, b := range []struct {
+			seqs    map[uint64]Ident
+			pending bool
+		}{{m.Acked, false}, {m.Pending, true}} {
+			prev, ok := b.seqs[l.Seq]
 			switch {
 			case !ok || prev == l.ID:
 			case m.HydratedRun > 0 && l.ID.Run >= m.HydratedRun && prev.Run < m.HydratedRun:
@@ -93,8 +96,8 @@ func (m *Model) Observe(l Line) {
 				// it may reuse a sequence the bucket never held. Whether
 				// the displaced event was allowed to go is judged at the
 				// next check.
-				m.Superseded[l.Seq] = prev
-				delete(b, l.Seq)
+				m.Superseded[l.Seq] = Displaced{ID: prev, Pending: b.pending}
+				delete(b.seqs, l.Seq)
 			default:
 				m.Failures = append(m.Failures, fmt.Sprintf("sequence %d acknowledged twice: for %+v and for %+v", l.Seq, prev, l.ID))
 			}
@@ -117,6 +120,14 @@ func (m *Model) Observe(l Line) {
 	case 'F', 'E':
 		m.Failures = append(m.Failures, string(l.Kind)+" "+l.Text)
 	}
+}
+
+// Displaced is an older event whose sequence a hydrating run reused.
+type Displaced struct {
+	ID Ident
+	// Pending: it was answered ErrNotInBucket, so the bucket never
+	// promised it.
+	Pending bool
 }
 
 // ackedBy reports whether run had any append acknowledged.
@@ -356,13 +367,13 @@ func Check(m *Model, view *View, mode Mode) Verdict {
 		check(seq, id, mode.restored() && !fresh(id))
 	}
 	for _, seq := range slices.Sorted(maps.Keys(m.Superseded)) {
-		id := m.Superseded[seq]
+		d := m.Superseded[seq]
 		switch {
-		case mode == ModeRestoreAsync && seq > shipped:
+		case mode == ModeRestoreAsync && seq > shipped, mode.restored() && d.Pending:
 			vd.Window = append(vd.Window, seq)
 		case mode.restored():
 			vd.Lost = append(vd.Lost, seq)
-			vd.problem("lost: %+v acknowledged at sequence %d, which the hydrated run %d reused (shipped through %d)", id, seq, m.HydratedRun, shipped)
+			vd.problem("lost: %+v acknowledged at sequence %d, which the hydrated run %d reused (shipped through %d)", d.ID, seq, m.HydratedRun, shipped)
 		default:
 			vd.problem("harness: superseded events outside a restore check")
 		}

@@ -292,6 +292,19 @@ func TestCheckAfterHydration(t *testing.T) {
 	if !slices.Equal(vd.Lost, []uint64{9}) {
 		t.Errorf("the hydrating run's own acknowledged event 9 is missing: lost %v, want [9]", vd.Lost)
 	}
+	// An older event answered ErrNotInBucket was never promised by the
+	// bucket: a hydrating run may reuse its sequence even in synchronous
+	// mode.
+	pm := NewModel()
+	pm.Observe(Line{Kind: 'A', Seq: 1, ID: Ident{1, 1, 1}})
+	pm.Observe(Line{Kind: 'N', Seq: 2, ID: Ident{1, 1, 2}})
+	pm.HydratedRun, pm.HydratedShipped = 2, 1
+	pm.Observe(Line{Kind: 'A', Seq: 2, ID: Ident{2, 1, 1}})
+	pv := view(1, 1, nil)
+	pv.IDs, pv.Valid, pv.Tip = append(pv.IDs, Ident{2, 1, 1}), append(pv.Valid, true), 2
+	if vd := Check(pm, pv, ModeRestoreSync); !vd.OK() || !slices.Equal(vd.Window, []uint64{2}) {
+		t.Errorf("sync, displaced ErrNotInBucket event: ok %v window %v lost %v", vd.OK(), vd.Window, vd.Lost)
+	}
 	// The shipped point that binds older runs is the one before the disk
 	// was lost, not the hydrating run's own.
 	low := view(1, 4, nil)
