@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/bucketlog/bucketlog/localseg"
 )
@@ -334,39 +333,15 @@ func (l *Log) DeleteConsumer(shard int, consumer string) error {
 
 // validateEvent checks what routing needs before any store is involved, so
 // that an invalid event is invalid on every replica (not "not owner" on
-// some). The owner's store checks again, and also checks the size limit,
-// which depends on its segment size.
+// some). It is the store's own rule; the owner's store also checks the size
+// limit, which depends on its segment size.
 func validateEvent(ev localseg.Event) error {
-	if err := validateID("execution id", ev.ExecutionID); err != nil {
-		return err
-	}
-	if strings.TrimSpace(ev.TransactionID) == "" {
-		return fmt.Errorf("%w: transaction id is blank", localseg.ErrInvalidInput)
-	}
-	if !utf8.ValidString(ev.TransactionID) {
-		return fmt.Errorf("%w: transaction id is not valid UTF-8", localseg.ErrInvalidInput)
-	}
-	if !utf8.ValidString(ev.Payload) {
-		return fmt.Errorf("%w: payload is not valid UTF-8", localseg.ErrInvalidInput)
-	}
-	return nil
+	_, err := localseg.ValidateEvent(ev, 0)
+	return err
 }
 
-// validateID applies the identifier rule of SPEC §2: after trimming,
-// 1–256 bytes of [A-Za-z0-9_-].
+// validateID is the store's identifier rule.
 func validateID(what, raw string) error {
-	id := strings.TrimSpace(raw)
-	if id == "" {
-		return fmt.Errorf("%w: %s is empty", localseg.ErrInvalidInput, what)
-	}
-	if len(id) > localseg.MaxIDLen {
-		return fmt.Errorf("%w: %s is %d bytes, more than %d", localseg.ErrInvalidInput, what, len(id), localseg.MaxIDLen)
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return fmt.Errorf("%w: %s %q has a character outside [A-Za-z0-9_-] at byte %d", localseg.ErrInvalidInput, what, id, i)
-		}
-	}
-	return nil
+	_, err := localseg.ValidateName(what, raw)
+	return err
 }

@@ -161,10 +161,10 @@ type Extent struct {
 
 // ReclaimResult reports one local reclaim.
 type ReclaimResult struct {
-	ThroughSeq     uint64
-	ThroughSegment uint64
-	Removed        []uint64 // segment ids unlinked
-	Bytes          int64
+	ThroughSeq     uint64   `json:"through_seq"`
+	ThroughSegment uint64   `json:"through_segment"`
+	Removed        []uint64 `json:"removed"` // segment ids unlinked
+	Bytes          int64    `json:"bytes"`
 }
 
 // ReclaimManifest is reclaim.json.

@@ -78,3 +78,25 @@ func validateEvent(ev *Event) (validEvent, error) {
 func tooLarge(n, maxFrame int64) error {
 	return fmt.Errorf("%w: its frame would be %d bytes, over the segment cap of %d", ErrTooLarge, n, maxFrame)
 }
+
+// ValidateName applies the identifier rule of SPEC §2 to an execution id or
+// consumer name — after trimming, 1–256 bytes of [A-Za-z0-9_-] — and
+// returns it trimmed, as the store keeps it.
+func ValidateName(what, raw string) (string, error) { return validateName(what, raw) }
+
+// ValidateEvent checks ev as Append will, without a store: identifiers,
+// UTF-8, and the frame's size against segmentMaxBytes at the smallest
+// sequence (a frame only grows with its sequence's digits; Append checks
+// the exact length again). It returns ev with its execution id trimmed.
+// Callers use it to refuse bad input before opening anything.
+func ValidateEvent(ev Event, segmentMaxBytes int64) (Event, error) {
+	v, err := validateEvent(&ev)
+	if err != nil {
+		return ev, err
+	}
+	ev.ExecutionID = v.exec
+	if n := v.frameLen(1); segmentMaxBytes > 0 && n > segmentMaxBytes {
+		return ev, tooLarge(n, segmentMaxBytes)
+	}
+	return ev, nil
+}

@@ -266,7 +266,7 @@ Output (report fields):
                     no_interest), consumer, retention_target, remove (segment ids),
                     remove_bytes, through_segment, through_seq, stop, stop_segment,
                     retained, lags [{"consumer","cursor","lag"}], reason
-  local             the local reclaim: ThroughSeq, ThroughSegment, Removed, Bytes
+  local             the local reclaim: through_seq, through_segment, removed, bytes
   shared            with a bucket: watermark_before, adopted, plan, watermark,
                     advanced, local, deleted {"segments","tails","bytes","failed",...}
   segments_before, segments_after   segment files before and after

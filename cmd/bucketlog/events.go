@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/bucketlog/bucketlog/affinity"
@@ -18,64 +17,12 @@ import (
 // byte. They apply SPEC §2's rules; the store applies them again (it is the
 // authority) and the two agree by construction of the tests.
 
-// checkName trims an execution id or consumer name and checks it against
-// [A-Za-z0-9_-]{1,256}.
-func checkName(what, raw string) (string, error) {
-	s := strings.TrimSpace(raw)
-	switch {
-	case s == "":
-		return "", fmt.Errorf("%w: %s is empty", localseg.ErrInvalidInput, what)
-	case len(s) > localseg.MaxIDLen:
-		return "", fmt.Errorf("%w: %s is %d bytes, over the %d-byte limit", localseg.ErrInvalidInput, what, len(s), localseg.MaxIDLen)
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			return "", fmt.Errorf("%w: %s %s has a byte outside A-Z, a-z, 0-9, '_' and '-' at offset %d", localseg.ErrInvalidInput, what, quoteShort(s), i)
-		}
-	}
-	return s, nil
-}
+// checkName and checkEvent are the store's own rules (localseg), applied
+// before any store is opened.
+func checkName(what, raw string) (string, error) { return localseg.ValidateName(what, raw) }
 
-// quoteShort quotes s for a message, cut so a huge input does not become a
-// huge message (and invalid UTF-8 is shown escaped).
-func quoteShort(s string) string {
-	const max = 64
-	if len(s) > max {
-		return fmt.Sprintf("%+q…", s[:max])
-	}
-	return fmt.Sprintf("%+q", s)
-}
-
-// checkEvent validates ev as the store will, and checks its frame against
-// the segment cap at the smallest sequence (a frame only grows with its
-// sequence's digits; the store checks the exact length again). It returns
-// ev with its execution id trimmed.
 func checkEvent(ev localseg.Event, segMax int64) (localseg.Event, error) {
-	id, err := checkName("execution_id", ev.ExecutionID)
-	if err != nil {
-		return ev, err
-	}
-	ev.ExecutionID = id
-	switch txn := ev.TransactionID; {
-	case !utf8.ValidString(txn):
-		return ev, fmt.Errorf("%w: transaction_id is not valid UTF-8", localseg.ErrInvalidInput)
-	case strings.TrimSpace(txn) == "":
-		return ev, fmt.Errorf("%w: transaction_id is blank", localseg.ErrInvalidInput)
-	case len(txn) > localseg.MaxTransactionIDLen:
-		return ev, fmt.Errorf("%w: transaction_id is %d bytes, over the %d-byte limit", localseg.ErrInvalidInput, len(txn), localseg.MaxTransactionIDLen)
-	}
-	if !utf8.ValidString(ev.Payload) {
-		return ev, fmt.Errorf("%w: payload is not valid UTF-8 (it is refused, never altered)", localseg.ErrInvalidInput)
-	}
-	frame, err := localseg.EncodeFrame(nil, &localseg.Frame{Kind: localseg.KindEvent, Seq: 1, ExecutionID: ev.ExecutionID, TransactionID: ev.TransactionID, Payload: ev.Payload})
-	if err != nil {
-		return ev, err
-	}
-	if n := int64(len(frame)); n > segMax {
-		return ev, fmt.Errorf("%w: its frame would be at least %d bytes, over the segment cap of %d", localseg.ErrTooLarge, n, segMax)
-	}
-	return ev, nil
+	return localseg.ValidateEvent(ev, segMax)
 }
 
 // checkOwned refuses an event of an execution own does not own, naming the
