@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/bucketlog/bucketlog/affinity"
+	"github.com/bucketlog/bucketlog/internal/localref"
 	"github.com/bucketlog/bucketlog/localseg"
+	"github.com/bucketlog/bucketlog/reclaim"
 )
 
 // Environment variables of SPEC §8.
@@ -75,30 +77,18 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		return v, v != ""
 	}
 
-	if v, ok := get(EnvBackend); ok {
-		switch v {
-		case BackendDurableSegment:
-		case BackendLocalReference:
-			c.Backend = BackendLocalReference
-		default:
-			warn("%s=%q is not a known backend; keeping %s", EnvBackend, v, BackendDurableSegment)
-		}
+	// The backend selector and the GC policy have their own fail-safe
+	// parsers next to the code they select.
+	if b, w := localref.ParseBackend(getenv(EnvBackend)); b == localref.LocalReference {
+		c.Backend = BackendLocalReference
+	} else if w != "" && strings.TrimSpace(getenv(EnvBackend)) != "" {
+		c.Warnings = append(c.Warnings, w)
 	}
-	if v, ok := get(EnvGC); ok {
-		switch strings.ToLower(v) {
-		case "consumer_ack", "on", "enabled":
-			c.GC.Enabled = true
-		case "off":
-		default:
-			warn("%s=%q is not a known GC policy; GC stays off", EnvGC, v)
-		}
-	}
-	if n, ok := envInt(get, warn, EnvGCMinRetained, 1, math.MaxInt32); ok {
-		c.GC.MinRetainedSegments = int(n)
-	}
-	if n, ok := envInt(get, warn, EnvGCMaxRetained, 1, math.MaxInt32); ok {
-		c.GC.MaxRetainedSegments = int(n)
-	}
+	pol, warns := reclaim.ParsePolicy(getenv)
+	c.Warnings = append(c.Warnings, warns...)
+	c.GC.Enabled = pol.Enabled
+	c.GC.MinRetainedSegments = pol.MinRetainedSegments
+	c.GC.MaxRetainedSegments = pol.MaxRetainedSegments
 	if n, ok := envInt(get, warn, EnvGCInterval, 0, math.MaxInt32); ok {
 		c.GC.Interval = time.Duration(n) * time.Second
 	}
