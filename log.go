@@ -189,7 +189,16 @@ func (l *Log) open(ctx context.Context) error {
 		l.log.Warn("torn tail repaired", "segment", rep.TornTailSegment, "bytes_dropped", rep.TornTailBytes)
 	}
 
-	if l.bucket == nil || o.ReadOnly {
+	if o.ReadOnly {
+		return nil
+	}
+	if l.bucket == nil {
+		if o.GC.Enabled && o.GC.Interval > 0 && !o.NoBackground {
+			bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
+			l.cancel = cancel
+			l.wg.Add(1)
+			go func() { defer l.wg.Done(); l.localGCLoop(bg) }()
+		}
 		return nil
 	}
 	s, err := newShipper(ctx, l, sealed)
@@ -566,4 +575,26 @@ func (l *Log) ShippedThrough() uint64 {
 		return 0
 	}
 	return l.ship.repl.ShippedThrough()
+}
+
+// localGCLoop is the periodic GC of a store without a bucket: seal what is
+// due by age (only sealed segments can be reclaimed), then reclaim.
+func (l *Log) localGCLoop(ctx context.Context) {
+	t := time.NewTicker(l.opts.GC.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := l.store.SealIfDue(); err != nil {
+			l.noteErr(err)
+			l.log.Error("seal by age failed", "err", err)
+			continue
+		}
+		if _, err := l.gcLocked(ctx, l.policy(), false); err != nil {
+			l.log.Error("periodic GC failed", "err", err)
+		}
+	}
 }

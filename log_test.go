@@ -315,3 +315,29 @@ func TestSyncToBucketWithoutBackground(t *testing.T) {
 		t.Fatalf("shipped %d < %d", l.ShippedThrough(), res.Seq)
 	}
 }
+
+func TestPeriodicGCWithoutBucket(t *testing.T) {
+	ctx := ctxT(t)
+	l := mustOpen(t, Options{Dir: t.TempDir(), SegmentMaxBytes: 1024,
+		GC: GCOptions{Enabled: true, Interval: 20 * time.Millisecond, MaxRetainedSegments: 3}})
+	defer l.Close()
+	for i := 1; i <= 300; i++ {
+		if _, err := l.Append(ctx, ev("4", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		snap, err := l.Store().Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(snap.Segments) <= 3 && snap.ReclaimedSeq > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("periodic GC never bounded the store: %d segments, base %d", len(snap.Segments), snap.ReclaimedSeq)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -21,6 +21,7 @@ const (
 	DefaultShutdownShip        = 10 * time.Second
 	DefaultMinRetainedSegments = 2
 	DefaultUploadRetryMax      = 30 * time.Second
+	DefaultStartupTimeout      = 30 * time.Second
 )
 
 // Options configure Open. The zero value opens shard 0 of 1 under
@@ -77,6 +78,10 @@ type Options struct {
 	// ShutdownShipTimeout bounds the last tail shipment of Close (default
 	// 10s).
 	ShutdownShipTimeout time.Duration
+	// StartupTimeout bounds how long Open retries checking the bucket when
+	// it is unreachable (default 30s). Open never skips the check: an
+	// unchecked disk could be stale or diverged.
+	StartupTimeout time.Duration
 
 	// Registerer receives the metrics (nil: none are exported).
 	Registerer prometheus.Registerer
@@ -129,6 +134,9 @@ func (o Options) resolved() (Options, error) {
 	}
 	if o.SyncWait <= 0 {
 		o.SyncWait = DefaultSyncWait
+	}
+	if o.StartupTimeout <= 0 {
+		o.StartupTimeout = DefaultStartupTimeout
 	}
 	if o.ShutdownShipTimeout <= 0 {
 		o.ShutdownShipTimeout = DefaultShutdownShip

@@ -77,10 +77,41 @@ func newShipper(ctx context.Context, l *Log, sealed <-chan struct{}) (*shipper, 
 		pendingTails: map[string]*pendingTail{},
 		shippedCh:    make(chan struct{}),
 	}
-	if err := s.reconcile(ctx); err != nil {
-		return nil, err
+	// The bucket must be checked before anything ships or the shard is
+	// ready: a transient failure is retried, with backoff, for up to
+	// StartupTimeout; a stale or diverged disk is refused at once.
+	deadline := time.Now().Add(l.opts.StartupTimeout)
+	backoff := 100 * time.Millisecond
+	for {
+		err := s.reconcile(ctx)
+		if err == nil {
+			return s, nil
+		}
+		if !transientStartup(err) || time.Now().Add(backoff).After(deadline) {
+			return nil, err
+		}
+		l.log.Warn("the bucket could not be checked at start; retrying", "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (gave up: %v)", err, ctx.Err())
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
 	}
-	return s, nil
+}
+
+// transientStartup reports whether a start-up check failure may pass on
+// retry (the bucket unreachable or failing), as opposed to a verdict about
+// the data (stale, diverged, corrupt, a second writer, bad configuration).
+func transientStartup(err error) bool {
+	for _, permanent := range []error{ErrStaleDisk, ErrDiverged, ErrUsage, ErrSecondWriter,
+		localseg.ErrCorrupt, localseg.ErrPoisoned, localseg.ErrInvalidState,
+		blobtier.ErrCorrupt, blobtier.ErrConflict, blobtier.ErrUnsupported} {
+		if errors.Is(err, permanent) {
+			return false
+		}
+	}
+	return true
 }
 
 // reconcile is the start-up half of SPEC §7: it reads the bucket's
@@ -89,6 +120,7 @@ func newShipper(ctx context.Context, l *Log, sealed <-chan struct{}) (*shipper, 
 // aligns the watermark with the local reclaim base, and rebuilds the tail
 // cursor from the bucket (never from the local tip).
 func (s *shipper) reconcile(ctx context.Context) error {
+	s.durable = map[uint64]bool{}
 	wm, _, err := watermark.Read(ctx, s.b, s.shard)
 	if err != nil {
 		return fmt.Errorf("read the reclaim watermark: %w", err)
