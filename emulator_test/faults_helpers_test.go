@@ -132,10 +132,12 @@ func newFaultRig(t *testing.T, backend string) *faultRig {
 }
 
 // options are the engine's options: small segments, no background work
-// (every pass is driven by hand), the rig's registry.
+// (every pass is driven by hand), the rig's registry, and a short bound on
+// Open's retries of a failing bucket (a cell that leaves a corrupt object
+// at rest restarts against it).
 func (r *faultRig) options(dir string, reg prometheus.Registerer) bucketlog.Options {
 	return bucketlog.Options{Dir: dir, Bucket: r.b, Registerer: reg, SegmentMaxBytes: r.segMax,
-		NoBackground: true, Logger: fltLogger()}
+		NoBackground: true, StartupTimeout: 2 * time.Second, Logger: fltLogger()}
 }
 
 // fltLogger drops the engine's logs: under faults it logs an error per
