@@ -8,6 +8,7 @@ import (
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/localseg"
 	"github.com/bucketlog/bucketlog/reclaim"
+	"github.com/bucketlog/bucketlog/watermark"
 )
 
 // GCRequest is an operator's explicit reclaim request: it runs with
@@ -112,11 +113,21 @@ func (l *Log) gcLocked(ctx context.Context, pol reclaim.Policy, explicit bool) (
 		return rep, nil
 	}
 	res, err := reclaim.Shared(ctx, l.store, s.b, s.shard, reclaim.Owner, pol, s.isDurable)
+	if watermark.Damaged(err) {
+		// A damaged watermark object would stop GC for good: the owner
+		// rewrites it with its local base (see watermark.Repair), then
+		// runs the pass again.
+		l.log.Error("the reclaim watermark is damaged; rewriting it with the local reclaim base", "err", err,
+			"seq", before.ReclaimedSeq, "segment", before.ReclaimedSeg)
+		if _, rerr := watermark.Repair(ctx, s.b, s.shard, before.ReclaimedSeq, before.ReclaimedSeg); rerr != nil {
+			return rep, errors.Join(err, rerr)
+		}
+		res, err = reclaim.Shared(ctx, l.store, s.b, s.shard, reclaim.Owner, pol, s.isDurable)
+	}
 	if errors.Is(err, blobtier.ErrUnsupported) {
 		return rep, fmt.Errorf("%w: %v", ErrUsage, err)
 	}
 	if err != nil {
-		s.noteBucket(err)
 		return rep, err
 	}
 	rep.Shared = &res
@@ -131,6 +142,7 @@ func (l *Log) gcLocked(ctx context.Context, pol reclaim.Policy, explicit bool) (
 	}
 	s.mu.Unlock()
 	l.m.add("tail_objects_reclaimed_total", float64(res.Deleted.Tails))
+	l.m.add("tail_reclaim_failed_total", float64(res.Deleted.Failed))
 	if res.Deleted.Failed > 0 {
 		l.log.Warn("some bucket deletes failed; the next pass retries them", "failed", res.Deleted.Failed, "errors", res.Deleted.Errors)
 	}

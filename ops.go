@@ -53,11 +53,10 @@ func (l *Log) Ship(ctx context.Context, sealActive bool) (ShipReport, error) {
 	s.maint.Lock()
 	rep.Upload, err = s.uploadSealed(ctx)
 	s.maint.Unlock()
-	if err != nil {
-		return rep, err
-	}
-	if err := s.shipTail(ctx); err != nil {
-		return rep, err
+	// A segment that cannot upload must not keep the tail from shipping:
+	// the tail covers its events meanwhile.
+	if terr := s.shipTail(ctx); terr != nil || err != nil {
+		return rep, errors.Join(err, terr)
 	}
 	if !l.opts.DisableTailCleanup {
 		s.maint.Lock()

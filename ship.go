@@ -49,7 +49,8 @@ type shipper struct {
 	durable        map[uint64]bool // sealed segment id → its object matches the local bytes
 	wm             watermark.Mark  // the bucket's reclaim watermark as last read or written
 	stopErr        error           // a second writer: shipping, GC and cleanup stopped
-	bucketErr      error           // the latest bucket failure (nil after a success)
+	uploadErr      error           // the latest segment upload failure (nil after a success)
+	tailErr        error           // the latest tail or cursor shipment failure (nil after a success)
 	cleanedThrough uint64          // contiguous durable seq at the last complete cleanup
 	cleanupDirty   bool            // the last cleanup left something to retry
 	// pendingTails are the tail objects this process committed and no
@@ -121,13 +122,20 @@ func transientStartup(err error) bool {
 // cursor from the bucket (never from the local tip).
 func (s *shipper) reconcile(ctx context.Context) error {
 	s.durable = map[uint64]bool{}
-	wm, _, err := watermark.Read(ctx, s.b, s.shard)
-	if err != nil {
-		return fmt.Errorf("read the reclaim watermark: %w", err)
-	}
 	snap, err := s.store.Snapshot()
 	if err != nil {
 		return err
+	}
+	wm, _, err := watermark.Read(ctx, s.b, s.shard)
+	if watermark.Damaged(err) && s.b.CanCAS() && (snap.Tip > 0 || snap.ReclaimedSeg > 0) {
+		// A damaged watermark would stop GC and every restore. The owner's
+		// local base is at or above every object it ever deleted.
+		s.l.log.Error("the reclaim watermark is damaged; rewriting it with the local reclaim base", "err", err,
+			"seq", snap.ReclaimedSeq, "segment", snap.ReclaimedSeg)
+		wm, err = watermark.Repair(ctx, s.b, s.shard, snap.ReclaimedSeq, snap.ReclaimedSeg)
+	}
+	if err != nil {
+		return fmt.Errorf("read the reclaim watermark: %w", err)
 	}
 	// The bucket's reclaim went further than the local store (a pass
 	// crashed after committing the watermark): realign locally first.
@@ -413,21 +421,32 @@ func (s *shipper) secondWriter(key string, err error) error {
 	return s.stopErr
 }
 
-func (s *shipper) noteBucket(err error) {
+// noteUpload and noteTail record the latest outcome of each shipping path;
+// readiness needs both to succeed. Cleanup and GC failures leave objects
+// behind, not events unshipped, and do not touch readiness.
+func (s *shipper) noteUpload(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.bucketErr = err
+	s.uploadErr = err
+}
+
+func (s *shipper) noteTail(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tailErr = err
 }
 
 // health is nil while the shard ships.
 func (s *shipper) health() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.stopErr != nil {
+	switch {
+	case s.stopErr != nil:
 		return s.stopErr
-	}
-	if s.bucketErr != nil {
-		return fmt.Errorf("bucket failing, retrying: %v", s.bucketErr)
+	case s.uploadErr != nil:
+		return fmt.Errorf("bucket failing, retrying segment uploads: %v", s.uploadErr)
+	case s.tailErr != nil:
+		return fmt.Errorf("bucket failing, retrying tail shipment: %v", s.tailErr)
 	}
 	return nil
 }
@@ -477,7 +496,7 @@ func (s *shipper) uploadSealed(ctx context.Context) (UploadReport, error) {
 		if _, err := localseg.VerifySegment(seg.ID, data, first); err != nil {
 			err = fmt.Errorf("segment %d fails verification before upload; not uploaded: %w", seg.ID, err)
 			s.l.log.Error("refusing to upload a corrupt segment", "segment", seg.ID, "err", err)
-			s.noteBucket(err)
+			s.noteUpload(err)
 			return rep, err
 		}
 		key := blobtier.SegmentKey(s.shard, seg.ID)
@@ -486,10 +505,25 @@ func (s *shipper) uploadSealed(ctx context.Context) (UploadReport, error) {
 			return rep, s.secondWriter(key, err)
 		}
 		if err != nil {
-			s.noteBucket(err)
+			s.noteUpload(err)
 			return rep, fmt.Errorf("upload segment %d: %w", seg.ID, err)
 		}
-		s.noteBucket(nil)
+		// Durable only once the bucket is seen to hold exactly these bytes:
+		// the put's success alone does not prove it (a write corrupted on
+		// the way, or a server that ignored the checksum).
+		if _, _, err := s.b.Get(ctx, key); err != nil {
+			if errors.Is(err, blobtier.ErrCorrupt) {
+				// Our own object (its metadata is ours) holds other bytes:
+				// remove it so the next pass uploads it again.
+				s.l.log.Error("uploaded segment reads back damaged; deleting it to upload again", "key", key, "err", err)
+				if derr := s.b.Delete(ctx, key); derr != nil {
+					err = errors.Join(err, derr)
+				}
+			}
+			s.noteUpload(err)
+			return rep, fmt.Errorf("verify uploaded segment %d: %w", seg.ID, err)
+		}
+		s.noteUpload(nil)
 		s.mu.Lock()
 		s.durable[seg.ID] = true
 		s.mu.Unlock()
@@ -572,11 +606,13 @@ func (s *shipper) cleanupLocked(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil || res.Failed > 0 {
+		// Cleanup failing leaves objects behind, not events unshipped: it
+		// is logged and retried, and does not make the shard unready.
 		s.cleanupDirty = true
 		if err == nil {
 			err = fmt.Errorf("tail cleanup: %d deletes failed: %v", res.Failed, res.Errors)
 		}
-		s.bucketErr = err
+		s.l.log.Warn("tail cleanup incomplete; retrying later", "err", err)
 		return err
 	}
 	for _, k := range res.Deleted {
@@ -652,7 +688,7 @@ func (s *shipper) shipTail(ctx context.Context) error {
 	if failure == nil {
 		failure = s.syncCursor(ctx)
 	}
-	s.noteBucket(failure)
+	s.noteTail(failure)
 	return failure
 }
 
@@ -669,8 +705,12 @@ func (s *shipper) syncCursor(ctx context.Context) error {
 	if !s.repl.CursorDue() && !changed {
 		return nil
 	}
-	if _, err := s.repl.SyncCursor(ctx, s.b, snap.Consumers); err != nil {
+	c, err := s.repl.SyncCursor(ctx, s.b, snap.Consumers)
+	if err != nil {
 		return fmt.Errorf("write the cursor object: %w", err)
+	}
+	if c.Repaired {
+		s.l.log.Error("the cursor object was damaged; rewritten with the owner's state", "key", blobtier.CursorKey(s.shard), "shipped_through", c.ShippedThrough)
 	}
 	s.mu.Lock()
 	s.lastConsumers = snap.Consumers

@@ -94,7 +94,9 @@ type Bucket interface {
 	// short, long or altered object is ErrCorrupt naming the key.
 	Get(ctx context.Context, key string) ([]byte, Meta, error)
 	// GetVersioned is Get plus the version token for CompareAndSwap. The
-	// token is never newer than the bytes returned.
+	// token is never newer than the bytes returned. When the object exists
+	// but fails verification (ErrCorrupt), the token is returned with the
+	// error, so its single owner can replace it by compare-and-swap.
 	GetVersioned(ctx context.Context, key string) ([]byte, Version, error)
 	// CompareAndSwap writes key only if its version is still expect (""
 	// means it must not exist). A lost race is ErrPrecondition; a bucket

@@ -266,6 +266,11 @@ func (t *bucket) Get(ctx context.Context, key string) ([]byte, Meta, error) {
 func (t *bucket) GetVersioned(ctx context.Context, key string) ([]byte, Version, error) {
 	data, _, attrs, err := t.get(ctx, OpGet, key)
 	if err != nil {
+		if attrs != nil && errors.Is(err, ErrCorrupt) {
+			// The object is there but damaged: its version lets the owner
+			// replace it by compare-and-swap.
+			return nil, t.version(attrs), err
+		}
 		return nil, "", err
 	}
 	return data, t.version(attrs), nil
@@ -290,10 +295,10 @@ func (t *bucket) get(ctx context.Context, op Op, key string) ([]byte, Meta, *blo
 		}
 		m, err := DecodeMeta(attrs.Metadata)
 		if err != nil {
-			return nil, Meta{}, nil, &ObjectError{op, key, err}
+			return nil, Meta{}, attrs, &ObjectError{op, key, err}
 		}
 		if m.Length > MaxObjectBytes {
-			return nil, Meta{}, nil, &ObjectError{op, key, fmt.Errorf("%w: metadata length %d is over the %d-byte limit", ErrCorrupt, m.Length, MaxObjectBytes)}
+			return nil, Meta{}, attrs, &ObjectError{op, key, fmt.Errorf("%w: metadata length %d is over the %d-byte limit", ErrCorrupt, m.Length, MaxObjectBytes)}
 		}
 		data, err := t.readAll(ctx, key, m.Length)
 		if err != nil {
@@ -308,7 +313,7 @@ func (t *bucket) get(ctx context.Context, op Op, key string) ([]byte, Meta, *blo
 				continue
 			}
 		}
-		return nil, Meta{}, nil, &ObjectError{op, key, verr}
+		return nil, Meta{}, attrs, &ObjectError{op, key, verr}
 	}
 }
 

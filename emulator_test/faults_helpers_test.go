@@ -265,7 +265,7 @@ func (r *faultRig) pass(what string, err error) {
 	ready, reason := r.l.Health()
 	if !ready && reason != "" {
 		r.notReady++
-	} else {
+	} else if !r.cell.readyOK {
 		r.readyBad = append(r.readyBad, fmt.Sprintf("%s failed (%v) and Health = %v %q", what, err, ready, reason))
 	}
 }

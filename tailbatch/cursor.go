@@ -37,6 +37,9 @@ type Cursor struct {
 	V              uint64
 	ShippedThrough uint64
 	Consumers      map[string]uint64
+	// Repaired is set by WriteCursor when the stored object was damaged
+	// (failed verification or did not decode) and this write replaced it.
+	Repaired bool
 }
 
 // cursorBody fixes the field names and order of the encoding.
@@ -226,11 +229,13 @@ func ReadCursor(ctx context.Context, b CursorReader, shard uint32) (Cursor, blob
 		return Cursor{Consumers: map[string]uint64{}}, "", nil
 	}
 	if err != nil {
-		return Cursor{}, "", fmt.Errorf("tailbatch: read cursor object %s: %w", key, err)
+		// A damaged object's version comes back with the error, so the
+		// owner can replace it.
+		return Cursor{}, ver, fmt.Errorf("tailbatch: read cursor object %s: %w", key, err)
 	}
 	c, err := DecodeCursor(data)
 	if err != nil {
-		return Cursor{}, "", fmt.Errorf("tailbatch: cursor object %s: %w", key, err)
+		return Cursor{}, ver, fmt.Errorf("tailbatch: cursor object %s: %w", key, err)
 	}
 	return c, ver, nil
 }
@@ -243,8 +248,9 @@ func ReadCursor(ctx context.Context, b CursorReader, shard uint32) (Cursor, blob
 // the bucket holds. On a bucket with compare-and-swap the write is
 // conditional on the version read and retried with jitter when it loses a
 // race; on one without (mem://, file://) it is a plain put by the single
-// owner. A stored body that does not decode is not overwritten: the error
-// matches ErrBadCursor, and the object is left for an operator to inspect.
+// owner. A stored object that is damaged (it fails verification or does not
+// decode) is replaced by this write (Cursor.Repaired), because a damaged
+// cursor object would otherwise stop every later write and every restore.
 func WriteCursor(ctx context.Context, b CursorStore, shard uint32, shippedThrough uint64, consumers map[string]uint64) (Cursor, error) {
 	for name := range consumers {
 		if err := checkConsumerName(name); err != nil {
@@ -261,10 +267,19 @@ func WriteCursor(ctx context.Context, b CursorStore, shard uint32, shippedThroug
 			}
 		}
 		old, ver, err := ReadCursor(ctx, b, shard)
+		repair := false
 		if err != nil {
-			return Cursor{}, err
+			if !damaged(err) || (cas && ver == "") {
+				return Cursor{}, err
+			}
+			// The stored object is damaged (bit rot, a corrupt write). The
+			// owner replaces it with what it knows: the bucket holds its
+			// shipped position, and its consumers are current. V restarts
+			// from the clock so it stays above any counter it replaces.
+			repair = true
+			old = Cursor{V: uint64(time.Now().UnixNano())}
 		}
-		c := Cursor{V: old.V + 1, ShippedThrough: max(old.ShippedThrough, shippedThrough), Consumers: make(map[string]uint64, len(consumers))}
+		c := Cursor{V: old.V + 1, ShippedThrough: max(old.ShippedThrough, shippedThrough), Consumers: make(map[string]uint64, len(consumers)), Repaired: repair}
 		for name, seq := range consumers {
 			c.Consumers[name] = min(seq, c.ShippedThrough)
 		}
@@ -302,4 +317,10 @@ func sleepJitter(ctx context.Context, attempt int) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// damaged reports whether a cursor read failed because the stored object is
+// damaged, as opposed to the bucket failing.
+func damaged(err error) bool {
+	return errors.Is(err, blobtier.ErrCorrupt) || errors.Is(err, ErrBadCursor)
 }

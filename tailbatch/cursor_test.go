@@ -237,18 +237,30 @@ func TestWriteCursorConcurrentWriters(t *testing.T) {
 }
 
 // A stored body that does not decode is not overwritten.
-func TestWriteCursorKeepsAnUndecodableObject(t *testing.T) {
+func TestWriteCursorReplacesADamagedObject(t *testing.T) {
 	ctx := context.Background()
 	st := newCASStore()
 	key := blobtier.CursorKey(0)
 	if err := st.Put(ctx, key, []byte("not json")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tailbatch.WriteCursor(ctx, st, 0, 5, nil); !errors.Is(err, tailbatch.ErrBadCursor) {
-		t.Fatalf("write over a corrupt cursor: %v", err)
+	// Reading it is an error a restore reports...
+	if _, _, err := tailbatch.ReadCursor(ctx, st, 0); !errors.Is(err, tailbatch.ErrBadCursor) {
+		t.Fatalf("read of a corrupt cursor: %v", err)
 	}
-	if string(st.raw(key)) != "not json" || st.casCalls != 0 {
-		t.Fatalf("the corrupt object was touched: %q", st.raw(key))
+	// ...and the owner's next write replaces it instead of wedging.
+	c, err := tailbatch.WriteCursor(ctx, st, 0, 5, map[string]uint64{"c1": 3})
+	if err != nil || !c.Repaired {
+		t.Fatalf("write over a corrupt cursor: %+v %v", c, err)
+	}
+	got, _, err := tailbatch.ReadCursor(ctx, st, 0)
+	if err != nil || got.ShippedThrough != 5 || got.Consumers["c1"] != 3 || got.V < 1_000_000 {
+		t.Fatalf("after the repair: %+v %v", got, err)
+	}
+	// The next write counts on from the repaired V.
+	c2, err := tailbatch.WriteCursor(ctx, st, 0, 6, nil)
+	if err != nil || c2.Repaired || c2.V != got.V+1 {
+		t.Fatalf("write after the repair: %+v %v", c2, err)
 	}
 	if _, err := tailbatch.WriteCursor(ctx, st, 1, 5, map[string]uint64{"bad name": 1}); !errors.Is(err, tailbatch.ErrBadCursor) {
 		t.Fatalf("invalid consumer name written: %v", err)

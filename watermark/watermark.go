@@ -136,13 +136,51 @@ func Read(ctx context.Context, b Reader, shard uint32) (Mark, blobtier.Version, 
 		return Mark{}, "", nil
 	}
 	if err != nil {
-		return Mark{}, "", fmt.Errorf("read watermark %s: %w", key, err)
+		// A damaged object's version comes back with the error (see Repair).
+		return Mark{}, ver, fmt.Errorf("read watermark %s: %w", key, err)
 	}
 	m, err := Decode(data)
 	if err != nil {
-		return Mark{}, "", fmt.Errorf("read watermark %s: %w", key, err)
+		return Mark{}, ver, fmt.Errorf("read watermark %s: %w", key, err)
 	}
 	return m, ver, nil
+}
+
+// Damaged reports whether a Read failed because the stored object is
+// damaged (it fails verification or does not decode), as opposed to the
+// bucket failing.
+func Damaged(err error) bool {
+	return errors.Is(err, blobtier.ErrCorrupt) || errors.Is(err, ErrMalformed)
+}
+
+// Repair replaces a damaged watermark object with (seq, segment), by
+// compare-and-swap on the damaged object's version, and returns the mark
+// written. It writes nothing when the object reads fine (use Advance) or is
+// absent.
+//
+// Only the shard's owner may call it, with its local reclaim base: the
+// owner deletes bucket objects only after reclaiming them locally, so every
+// object ever deleted is at or below its base, and a restore that skips
+// what the repaired mark covers skips nothing that still matters — while a
+// damaged watermark would stop GC and every restore. V restarts from the
+// clock so it stays above any counter it replaces.
+func Repair(ctx context.Context, b Swapper, shard uint32, seq, segment uint64) (Mark, error) {
+	if !b.CanCAS() {
+		return Mark{}, fmt.Errorf("repair watermark of shard %d: %w", shard, blobtier.ErrUnsupported)
+	}
+	key := blobtier.WatermarkKey(shard)
+	cur, ver, err := Read(ctx, b, shard)
+	switch {
+	case err == nil:
+		return cur, nil
+	case !Damaged(err) || ver == "":
+		return Mark{}, err
+	}
+	next := Mark{Seq: seq, Segment: segment, V: uint64(time.Now().UnixNano())}
+	if err := b.CompareAndSwap(ctx, key, next.Encode(), ver); err != nil {
+		return Mark{}, fmt.Errorf("repair watermark %s: %w", key, err)
+	}
+	return next, nil
 }
 
 // Advance moves the shard's watermark up to (seq, segment) and returns the

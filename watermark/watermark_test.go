@@ -334,3 +334,26 @@ func TestContiguous(t *testing.T) {
 		})
 	}
 }
+
+// TestRepairReplacesADamagedMark: a malformed mark stops Advance (above);
+// its owner replaces it with its local base, and Advance works again. A
+// mark that reads fine is never touched by Repair.
+func TestRepairReplacesADamagedMark(t *testing.T) {
+	ctx := context.Background()
+	b := &fakeCAS{cas: true, data: []byte(`{"seq":1}`), gen: 1}
+	m, err := watermark.Repair(ctx, b, 3, 40, 4)
+	if err != nil || m.Seq != 40 || m.Segment != 4 || b.writes != 1 {
+		t.Fatalf("repair: %+v %v (writes %d)", m, err, b.writes)
+	}
+	if got, _, err := watermark.Read(ctx, b, 3); err != nil || got != m {
+		t.Fatalf("read after repair: %+v %v", got, err)
+	}
+	if m2, err := watermark.Advance(ctx, b, 3, 60, 6); err != nil || m2.V != m.V+1 {
+		t.Fatalf("advance after repair: %+v %v", m2, err)
+	}
+	// A healthy mark: Repair reads it and writes nothing, even a lower one.
+	writes := b.writes
+	if got, err := watermark.Repair(ctx, b, 3, 10, 1); err != nil || got.Seq != 60 || b.writes != writes {
+		t.Fatalf("repair of a healthy mark: %+v %v (writes %d→%d)", got, err, writes, b.writes)
+	}
+}
