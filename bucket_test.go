@@ -3,6 +3,8 @@ package bucketlog
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -231,5 +233,52 @@ func TestGCWithoutBucketOnShippingStoreRefused(t *testing.T) {
 	}
 	if _, err := Open(ctx, Options{Dir: dir}); !errors.Is(err, ErrUsage) {
 		t.Fatalf("serve-style open without the bucket: %v", err)
+	}
+}
+
+// TestUploaderRefusesACorruptSealedSegment is CHECKLIST §3.13: local bit rot
+// in a sealed segment never reaches the bucket under a fresh, valid digest.
+// RED half: the same bytes put without the frame check land with a digest
+// that verifies.
+func TestUploaderRefusesACorruptSealedSegment(t *testing.T) {
+	ctx := ctxT(t)
+	b := memBucket(t)
+	dir := t.TempDir()
+	l := mustOpen(t, Options{Dir: dir, Bucket: b, NoBackground: true, DisableTailReplication: true})
+	for i := 1; i <= 10; i++ {
+		l.Append(ctx, ev("1", i))
+	}
+	if _, err := l.Store().Seal(); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	// Bit rot in the middle of sealed segment 1, on the local disk, before
+	// the uploader reads it.
+	path := filepath.Join(dir, "shard-0000", localseg.SegmentFileName(1))
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0x10
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = l.Ship(ctx, false)
+	if !errors.Is(err, localseg.ErrCorrupt) {
+		t.Fatalf("ship of a corrupt sealed segment: %v", err)
+	}
+	if _, _, err := b.Get(ctx, blobtier.SegmentKey(0, 1)); !errors.Is(err, blobtier.ErrNotFound) {
+		t.Fatalf("the corrupt segment reached the bucket: %v", err)
+	}
+	if ready, why := l.Health(); ready {
+		t.Fatalf("ready with a segment that cannot ship (%q)", why)
+	}
+	// RED: without the frame check, a put of the same bytes succeeds and its
+	// digest verifies — the bucket alone could not tell.
+	if err := b.PutIfAbsent(ctx, blobtier.SegmentKey(9, 1), data, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.Get(ctx, blobtier.SegmentKey(9, 1)); err != nil {
+		t.Fatalf("RED: the rotten bytes should verify under their own digest: %v", err)
 	}
 }
