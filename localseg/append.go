@@ -4,21 +4,39 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Group commit.
 //
 // An appender validates its event without the lock, then under s.mu takes
 // the next sequence, encodes its frame into the pending batch (s.pend) and
-// notes the batch's generation. It then waits until that generation is
-// durable (s.genDone) or the store is poisoned. If nobody holds the writer
-// role, it takes it and becomes the leader: it swaps the pending batch for
-// an empty one, releases s.mu, places the frames (rolling over where a frame
-// would not fit), writes them with one positional write per segment,
-// fdatasyncs, re-takes s.mu, publishes the new durable state, writes the
-// checkpoint, releases the writer role and wakes everyone. Appenders that
-// arrived during the write form the next batch and one of them leads it.
-// Each appender returns only after the fdatasync covering its frame.
+// waits for that group (await). If nobody holds the writer role, it takes
+// it and leads: it swaps the pending batch for an empty one, releases s.mu,
+// places the frames (rolling over where a frame would not fit), writes them
+// with one positional write per segment, fdatasyncs, re-takes s.mu,
+// publishes the new durable state and closes the group's done channel,
+// which wakes its members without making them take s.mu again. Appenders
+// that arrive while a group is being written queue into the next one: the
+// first parks on the group's lead channel, the others on its done channel.
+// A leader that finds the next group non-empty hands it the writer role
+// (heir) and wakes only its parked leader, which writes it at once; so a
+// group's fsync starts one wake-up after the previous one ends, and a
+// goroutine leads at most one group per append. Seal, Reclaim and Close
+// wait for the role on s.cond; a leader that sees them waiting releases the
+// role instead of handing it on.
+//
+// checkpoint.json is written by the leader after its group's members were
+// woken (off their acknowledgement path), when the writer goes idle, or
+// during an unbroken chain of groups at most every checkpointMaxLag; at
+// every seal (fsynced) and at Close. It is always encoded from the durable
+// state, so it never claims a frame that no completed fdatasync covers; a
+// lagging one costs a replay from its active_len (SPEC §2). Each appender
+// returns only after the fdatasync covering its frame.
+
+// checkpointMaxLag bounds how long an unbroken chain of groups leaves
+// checkpoint.json behind.
+const checkpointMaxLag = 10 * time.Millisecond
 
 // Append appends one event; it returns after the fdatasync that covers it.
 func (s *Store) Append(ev Event) (AppendResult, error) {
@@ -27,19 +45,20 @@ func (s *Store) Append(ev Event) (AppendResult, error) {
 		return AppendResult{}, err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if err := s.checkWritableLocked(); err != nil {
+		s.mu.Unlock()
 		return AppendResult{}, err
 	}
 	seq := s.nextSeq
 	if n := v.frameLen(seq); n > s.maxSeg {
+		s.mu.Unlock()
 		return AppendResult{}, tooLarge(n, s.maxSeg)
 	}
 	s.enqueueEventLocked(&v, seq)
-	if err := s.awaitLocked(s.pend.gen); err != nil {
+	if err := s.await(s.pend.gen); err != nil {
 		return AppendResult{}, err
 	}
-	return AppendResult{Seq: seq, Created: seq == 1, Tip: s.tip}, nil
+	return AppendResult{Seq: seq, Created: seq == 1, Tip: s.tipA.Load()}, nil
 }
 
 // AppendBatch validates every event first, then appends them as one group
@@ -57,20 +76,21 @@ func (s *Store) AppendBatch(evs []Event) (first, last uint64, err error) {
 		}
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if err := s.checkWritableLocked(); err != nil {
+		s.mu.Unlock()
 		return 0, 0, err
 	}
 	first = s.nextSeq
 	for i := range vs {
 		if n := vs[i].frameLen(first + uint64(i)); n > s.maxSeg {
+			s.mu.Unlock()
 			return 0, 0, fmt.Errorf("event %d of the batch: %w", i, tooLarge(n, s.maxSeg))
 		}
 	}
 	for i := range vs {
 		s.enqueueEventLocked(&vs[i], first+uint64(i))
 	}
-	if err := s.awaitLocked(s.pend.gen); err != nil {
+	if err := s.await(s.pend.gen); err != nil {
 		return 0, 0, err
 	}
 	return first, first + uint64(len(vs)) - 1, nil
@@ -106,26 +126,30 @@ func (s *Store) AppendRecovered(frames []Frame) error {
 		}
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if err := s.checkWritableLocked(); err != nil {
+		s.mu.Unlock()
 		return err
 	}
 	next := s.nextSeq
 	for i := range frames {
 		f := &frames[i]
+		var err error
 		switch f.Kind {
 		case KindEvent:
 			if f.Seq != next {
-				return fmt.Errorf("%w: recovered frame %d: event %d does not continue the tip %d", ErrInvalidInput, i, f.Seq, next-1)
-			}
-			if n := ps[i].ev.frameLen(f.Seq); n > s.maxSeg {
-				return fmt.Errorf("recovered frame %d: %w", i, tooLarge(n, s.maxSeg))
+				err = fmt.Errorf("%w: recovered frame %d: event %d does not continue the tip %d", ErrInvalidInput, i, f.Seq, next-1)
+			} else if n := ps[i].ev.frameLen(f.Seq); n > s.maxSeg {
+				err = fmt.Errorf("recovered frame %d: %w", i, tooLarge(n, s.maxSeg))
 			}
 			next++
 		case KindAck:
 			if f.Seq == 0 || f.Seq >= next {
-				return fmt.Errorf("%w: recovered frame %d: ack of %s at %d, tip %d", ErrInvalidInput, i, ps[i].name, f.Seq, next-1)
+				err = fmt.Errorf("%w: recovered frame %d: ack of %s at %d, tip %d", ErrInvalidInput, i, ps[i].name, f.Seq, next-1)
 			}
+		}
+		if err != nil {
+			s.mu.Unlock()
+			return err
 		}
 	}
 	gen := s.pend.gen
@@ -153,7 +177,7 @@ func (s *Store) AppendRecovered(frames []Frame) error {
 			delete(s.headCons, name)
 		}
 	}
-	return s.awaitLocked(gen)
+	return s.await(gen)
 }
 
 func (s *Store) enqueueEventLocked(v *validEvent, seq uint64) {
@@ -172,28 +196,99 @@ func (s *Store) enqueueConsumerLocked(kind FrameKind, name string, seq uint64) u
 	return b.gen
 }
 
-// awaitLocked waits until group gen is durable, leading the write of a
-// group whenever nobody else is. It returns the poison when the group (or
-// an earlier one) failed.
-func (s *Store) awaitLocked(gen uint64) error {
-	for s.genDone < gen {
-		if s.poison != nil {
-			return s.poison
+// await waits until group gen is durable and returns nil, or returns the
+// poison when that group (or an earlier one) failed. It is called with s.mu
+// held and returns with s.mu released.
+//
+// A waiter of the pending group leads it when the writer role is free or
+// was handed to that group; otherwise the first one parks on the group's
+// lead channel and the others on its done channel (as do waiters of the
+// group in flight). Any goroutine woken re-checks everything under s.mu, so
+// a wake-up that lost a race (another appender consumed the hand-off, or
+// Seal took the role and wrote the group itself) is harmless. Whenever the
+// pending group is non-empty while the role is held, an appender is parked
+// on its lead channel or on its way back to s.mu, and every holder of the
+// role wakes it when it lets go.
+func (s *Store) await(gen uint64) error {
+	var leadErr error // the error of a group or checkpoint this caller led
+	for {
+		switch {
+		case s.genDone >= gen:
+			s.mu.Unlock()
+			return leadErr
+		case s.poison != nil:
+			err := s.poison
+			s.mu.Unlock()
+			return err
 		}
-		if !s.writing {
-			s.writing = true
-			_ = s.flushLocked()
-			s.releaseWriterLocked()
-			continue
+		b := s.pend
+		if b.gen == gen {
+			switch {
+			case s.heir == gen:
+				s.heir = 0 // the role was handed to this group
+				leadErr = s.leadLocked()
+				continue
+			case !s.writing:
+				s.writing = true
+				leadErr = s.leadLocked()
+				continue
+			case b.lead == nil:
+				b.lead = make(chan struct{})
+				ch := b.lead
+				s.mu.Unlock()
+				<-ch
+				s.mu.Lock()
+				continue
+			}
+		} else {
+			b = s.flight // genDone < gen < pend.gen: the group in flight
 		}
-		s.cond.Wait()
+		if b.done == nil {
+			b.done = make(chan struct{})
+		}
+		ch := b.done
+		s.mu.Unlock()
+		<-ch
+		if s.genDoneA.Load() >= gen {
+			return nil
+		}
+		s.mu.Lock()
 	}
-	return nil
 }
 
-// flushLocked writes the pending batch as one group. The caller holds
-// s.mu and the writer role; s.mu is released during the I/O. An error
-// poisons the store.
+// leadLocked writes the pending group (the caller holds the writer role)
+// and then passes the role on. It returns the error of the group, or of a
+// checkpoint write after it.
+func (s *Store) leadLocked() error {
+	if err := s.flushLocked(); err != nil {
+		s.releaseWriterLocked()
+		return s.poison
+	}
+	return s.passWriterLocked()
+}
+
+// passWriterLocked ends a leader's turn: it writes the checkpoint when the
+// writer goes idle (or a chain of groups has left it checkpointMaxLag
+// behind), then hands the role to the pending group's parked leader, or
+// releases it when nothing is queued or Seal, Reclaim or Close wait for it.
+func (s *Store) passWriterLocked() error {
+	var err error
+	if s.ckptDirty && s.poison == nil &&
+		(len(s.pend.items) == 0 || s.roleWaiters > 0 || time.Since(s.ckptAt) >= checkpointMaxLag) {
+		err = s.writeCheckpointLocked()
+	}
+	if p := s.pend; len(p.items) > 0 && s.poison == nil && s.roleWaiters == 0 {
+		s.heir = p.gen
+		p.wakeLeader()
+		return err
+	}
+	s.releaseWriterLocked()
+	return err
+}
+
+// flushLocked writes the pending batch as one group and wakes its
+// waiters. The caller holds s.mu and the writer role; s.mu is released
+// during the I/O. An error poisons the store.
 func (s *Store) flushLocked() error {
 	b := s.pend
 	if len(b.items) == 0 {
@@ -206,17 +301,37 @@ func (s *Store) flushLocked() error {
 	s.spare = nil
 	nb.reset(b.gen + 1)
 	s.pend = nb
+	s.flight = b
 	s.mu.Unlock()
 	err := s.writeBatch(b.buf, b.items)
 	s.mu.Lock()
+	s.flight = nil
 	if err != nil {
 		s.poisonLocked(err)
 	} else {
 		s.genDone = b.gen
+		s.genDoneA.Store(b.gen)
 	}
+	b.wakeAll()
 	b.reset(0)
 	s.spare = b
 	return err
+}
+
+// writeCheckpointLocked encodes the durable state and writes it over
+// checkpoint.json (no fsync: it is a cache). The caller holds s.mu and the
+// writer role; s.mu is released during the write. An error poisons the
+// store (a write error is a write error, SPEC §2).
+func (s *Store) writeCheckpointLocked() error {
+	s.encodeCheckpointLocked()
+	s.mu.Unlock()
+	err := s.writeCheckpoint(false)
+	s.mu.Lock()
+	if err != nil {
+		s.poisonLocked(err)
+		return s.poison
+	}
+	return nil
 }
 
 // writeBatch places the frames of a group, writes and syncs them, and
@@ -245,8 +360,9 @@ func (s *Store) writeBatch(buf []byte, items []item) error {
 // commitChunk writes the frames of items (all in seg, ending at end) and
 // makes them durable: by an fdatasync, or, when seal is set, by sealing seg
 // (truncate to end, fsync, create and fsync the next segment, fsync the
-// directory). It then publishes them and rewrites the checkpoint (fsynced
-// after a seal, so the new segment is trusted at the next open).
+// directory). It then publishes them. After a seal it rewrites and fsyncs
+// the checkpoint, so the new segment is trusted at the next open; otherwise
+// it only marks the checkpoint behind (the leader writes it later).
 func (s *Store) commitChunk(seg *segment, buf []byte, items []item, end int64, seal bool) error {
 	if len(items) > 0 {
 		data := buf[items[0].start:items[len(items)-1].end]
@@ -274,14 +390,17 @@ func (s *Store) commitChunk(seg *segment, buf []byte, items []item, end int64, s
 		old, seg.f = seg.f, nil
 		info = s.sealedInfoLocked(seg)
 		s.segs = append(s.segs, next)
+		s.encodeCheckpointLocked()
+	} else {
+		s.ckptDirty = true
 	}
-	s.encodeCheckpointLocked()
 	s.mu.Unlock()
-	if old != nil {
-		old.Close()
+	if !seal {
+		return nil
 	}
-	err := s.writeCheckpoint(seal)
-	if seal && s.obs != nil {
+	old.Close()
+	err := s.writeCheckpoint(true)
+	if s.obs != nil {
 		s.obs.Sealed(info)
 	}
 	return err
@@ -370,8 +489,11 @@ func (s *Store) Seal() (sealed bool, err error) {
 		return false, err
 	}
 	s.acquireWriterLocked()
-	defer s.releaseWriterLocked()
-	return s.sealLocked()
+	sealed, err = s.sealLocked()
+	if ferr := s.finishWriterLocked(); err == nil && ferr != nil {
+		return false, ferr
+	}
+	return sealed, err
 }
 
 // SealIfDue seals the active segment when it is non-empty and older than
@@ -386,8 +508,11 @@ func (s *Store) SealIfDue() (sealed bool, err error) {
 		return false, nil
 	}
 	s.acquireWriterLocked()
-	defer s.releaseWriterLocked()
-	return s.sealLocked()
+	sealed, err = s.sealLocked()
+	if ferr := s.finishWriterLocked(); err == nil && ferr != nil {
+		return false, ferr
+	}
+	return sealed, err
 }
 
 // sealLocked flushes what is queued and seals a non-empty active segment.

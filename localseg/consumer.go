@@ -47,12 +47,10 @@ func (s *Store) Pull(consumer string, limit int) (PullResult, error) {
 		created = true
 	}
 	cursor := h.cursor
-	if err := s.awaitLocked(h.gen); err != nil {
-		s.mu.Unlock()
+	if err := s.await(h.gen); err != nil {
 		return PullResult{}, err
 	}
-	tip := s.tip
-	s.mu.Unlock()
+	tip := s.tipA.Load()
 	recs, _, err := s.readAfter(cursor, limit)
 	if err != nil {
 		return PullResult{}, err
@@ -70,25 +68,30 @@ func (s *Store) Ack(consumer string, seq uint64) (uint64, error) {
 		return 0, err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if err := s.checkWritableLocked(); err != nil {
+		s.mu.Unlock()
 		return 0, err
 	}
 	h := s.headCons[name]
+	var refused error
 	switch {
 	case h == nil:
-		return 0, fmt.Errorf("%w: %s", ErrUnknownConsumer, name)
+		refused = fmt.Errorf("%w: %s", ErrUnknownConsumer, name)
 	case seq == 0:
-		return 0, fmt.Errorf("%w: ack of sequence 0", ErrInvalidState)
+		refused = fmt.Errorf("%w: ack of sequence 0", ErrInvalidState)
 	case seq > s.tip:
-		return 0, fmt.Errorf("%w: ack of %d beyond the tip %d", ErrInvalidState, seq, s.tip)
+		refused = fmt.Errorf("%w: ack of %d beyond the tip %d", ErrInvalidState, seq, s.tip)
 	case seq <= h.cursor:
 		cur := h.cursor
-		return cur, s.awaitLocked(h.gen)
+		return cur, s.await(h.gen)
+	}
+	if refused != nil {
+		s.mu.Unlock()
+		return 0, refused
 	}
 	h.gen = s.enqueueConsumerLocked(KindAck, name, seq)
 	h.cursor = seq
-	return seq, s.awaitLocked(h.gen)
+	return seq, s.await(h.gen)
 }
 
 // DeleteConsumer writes a ConsumerDelete frame: the consumer stops bounding
@@ -99,14 +102,15 @@ func (s *Store) DeleteConsumer(consumer string) error {
 		return err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if err := s.checkWritableLocked(); err != nil {
+		s.mu.Unlock()
 		return err
 	}
 	if s.headCons[name] == nil {
+		s.mu.Unlock()
 		return fmt.Errorf("%w: %s", ErrUnknownConsumer, name)
 	}
 	gen := s.enqueueConsumerLocked(KindConsumerDelete, name, 0)
 	delete(s.headCons, name)
-	return s.awaitLocked(gen)
+	return s.await(gen)
 }

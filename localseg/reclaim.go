@@ -24,14 +24,18 @@ import (
 // ErrInvalidState; the current target again is a no-op. The caller decides
 // what may go (consumer interest, retention, the bucket); the store only
 // executes.
-func (s *Store) Reclaim(throughSegment uint64) (ReclaimResult, error) {
+func (s *Store) Reclaim(throughSegment uint64) (res ReclaimResult, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.checkWritableLocked(); err != nil {
 		return ReclaimResult{}, err
 	}
 	s.acquireWriterLocked()
-	defer s.releaseWriterLocked()
+	defer func() {
+		if ferr := s.finishWriterLocked(); err == nil && ferr != nil {
+			res, err = ReclaimResult{}, ferr
+		}
+	}()
 	for s.idxBuilding {
 		s.cond.Wait()
 	}
@@ -56,7 +60,7 @@ func (s *Store) Reclaim(throughSegment uint64) (ReclaimResult, error) {
 	}
 	infos := s.infosLocked()
 	k := int(throughSegment - s.segs[0].id + 1) // segments that go
-	res := ReclaimResult{ThroughSeq: infos[k-1].LastSeq, ThroughSegment: throughSegment}
+	res = ReclaimResult{ThroughSeq: infos[k-1].LastSeq, ThroughSegment: throughSegment}
 
 	// 1. Write forward, after whatever is queued (whose effects the head
 	// state already holds).
@@ -78,7 +82,7 @@ func (s *Store) Reclaim(throughSegment uint64) (ReclaimResult, error) {
 
 	// 2. The manifest.
 	s.mu.Unlock()
-	err := WriteReclaimManifest(s.fs, s.dir, ReclaimManifest{ReclaimedThroughSeq: res.ThroughSeq, ReclaimedThroughSegment: throughSegment})
+	err = WriteReclaimManifest(s.fs, s.dir, ReclaimManifest{ReclaimedThroughSeq: res.ThroughSeq, ReclaimedThroughSegment: throughSegment})
 	s.mu.Lock()
 	if err != nil {
 		s.poisonLocked(err)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 )
 
 // replay rebuilds the store's state from frames: the tip (gapless from the
@@ -611,10 +612,12 @@ func (s *Store) openCheckpoint(write bool) error {
 	return nil
 }
 
-// encodeCheckpointLocked encodes the durable state into ckptBuf.
+// encodeCheckpointLocked encodes the durable state into ckptBuf; the
+// checkpoint is no longer behind once the caller writes it.
 func (s *Store) encodeCheckpointLocked() {
 	a := s.active()
 	s.ckptBuf = appendCheckpoint(s.ckptBuf[:0], s.tip, a.id, a.size, s.consNames, s.cons)
+	s.ckptDirty, s.ckptAt = false, time.Now()
 }
 
 // writeCheckpoint writes ckptBuf over checkpoint.json in place, padded

@@ -44,6 +44,12 @@ type batch struct {
 	gen   uint64
 	buf   []byte
 	items []item
+	// Wake-ups, made by the first waiter that needs one (a lone appender
+	// that leads its own group allocates neither): done is closed when the
+	// group is durable or failed; lead is closed to wake the appender
+	// parked to lead the group (see await). Guarded by Store.mu.
+	done chan struct{}
+	lead chan struct{}
 }
 
 func (b *batch) reset(gen uint64) {
@@ -54,6 +60,23 @@ func (b *batch) reset(gen uint64) {
 	b.buf = b.buf[:0]
 	clear(b.items) // drop the references to callers' strings
 	b.items = b.items[:0]
+}
+
+// wakeLeader wakes the appender parked to lead b, if any.
+func (b *batch) wakeLeader() {
+	if b.lead != nil {
+		close(b.lead)
+		b.lead = nil
+	}
+}
+
+// wakeAll wakes every appender waiting for b: it completed or failed.
+func (b *batch) wakeAll() {
+	b.wakeLeader()
+	if b.done != nil {
+		close(b.done)
+		b.done = nil
+	}
 }
 
 // Store is one shard's durable segment log. It is safe for concurrent use:
@@ -82,12 +105,22 @@ type Store struct {
 	replayRuns atomic.Int64
 	tipA       atomic.Uint64
 
+	// genDoneA mirrors genDone, so an appender woken by its group's
+	// completion learns its outcome without taking mu again.
+	genDoneA atomic.Uint64
+
 	mu   sync.Mutex
-	cond sync.Cond // a group completed, the writer role was released, an index build ended
+	cond sync.Cond // the writer role was released, an index build ended
 
 	closed  bool
 	poison  error
 	writing bool // someone holds the writer role (a group leader, Seal, Reclaim, Close)
+	// heir is the group whose parked leader was handed the writer role by
+	// the previous leader (0: none); roleWaiters counts Seal, Reclaim and
+	// Close waiting for the role, which a leader then releases instead of
+	// handing it on.
+	heir        uint64
+	roleWaiters int
 
 	// Head state: what the frames assigned so far (durable or queued)
 	// leave. Guarded by mu.
@@ -95,6 +128,7 @@ type Store struct {
 	headCons map[string]*headConsumer
 	pend     *batch
 	spare    *batch
+	flight   *batch // the group being written, nil when none
 	genDone  uint64 // the last group whose fsync completed
 
 	// Durable state: what completed fsyncs cover. Guarded by mu; changed
@@ -113,10 +147,14 @@ type Store struct {
 	idxErr      error
 	reclaiming  bool
 
-	// Checkpoint file; used only by the writer-role holder.
-	ckpt    File
-	ckptBuf []byte
-	ckptLen int
+	// Checkpoint file; used only by the writer-role holder. ckptDirty
+	// (guarded by mu) says the durable state moved since the checkpoint
+	// was last encoded; ckptAt is when that was.
+	ckpt      File
+	ckptBuf   []byte
+	ckptLen   int
+	ckptDirty bool
+	ckptAt    time.Time
 }
 
 func resolveOptions(opts Options) (Options, error) {
@@ -184,26 +222,32 @@ func Open(dir string, opts Options) (*Store, error) {
 
 func (s *Store) segPath(id uint64) string { return filepath.Join(s.dir, SegmentFileName(id)) }
 
-// Close flushes any queued frames (their appenders get their outcome),
-// then releases the files and the lock. It writes nothing else: the
-// checkpoint was written after the last group. Later calls fail with
-// ErrClosed.
+// Close flushes any queued frames (their appenders get their outcome) and
+// writes the checkpoint when a group since the last one left it behind,
+// then releases the files and the lock. Later calls fail with ErrClosed.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return ErrClosed
 	}
+	var err error
 	if !s.readOnly {
 		s.acquireWriterLocked()
-		if s.poison == nil {
-			_ = s.flushLocked() // a failure poisons and reaches the waiters
+		// Appenders may queue while a flush has s.mu released: flush
+		// until nothing is queued, so nobody is left waiting once closed
+		// is set (a failure poisons and wakes them all).
+		for s.poison == nil && len(s.pend.items) > 0 {
+			_ = s.flushLocked()
+		}
+		if s.poison == nil && s.ckptDirty {
+			err = s.writeCheckpointLocked()
 		}
 	}
 	s.closed = true
 	s.cond.Broadcast()
 	s.mu.Unlock()
-	return s.closeFiles()
+	return errors.Join(err, s.closeFiles())
 }
 
 func (s *Store) closeFiles() error {
@@ -256,24 +300,47 @@ func (s *Store) checkWritableLocked() error {
 // poisonLocked records the first write or fsync error. From then on every
 // write fails until the store is reopened: after a failed fsync Linux may
 // have dropped the dirty pages and report the next fsync as a success, so
-// nothing written since the last good fsync may ever be acknowledged.
+// nothing written since the last good fsync may ever be acknowledged. The
+// appenders of the queued group are woken to fail; nothing queued is
+// written any more.
 func (s *Store) poisonLocked(err error) {
 	if s.poison == nil {
 		s.poison = fmt.Errorf("%w: %w", ErrPoisoned, err)
 		s.log.Error("localseg: store poisoned; appends fail until it is reopened", "dir", s.dir, "err", err)
 	}
+	s.pend.wakeAll()
 }
 
+// acquireWriterLocked takes the writer role for Seal, Reclaim or Close,
+// waiting for the current holder; a group leader seeing roleWaiters
+// releases the role instead of handing it to the next group's leader, so
+// a steady stream of appends cannot starve them.
 func (s *Store) acquireWriterLocked() {
+	s.roleWaiters++
 	for s.writing {
 		s.cond.Wait()
 	}
+	s.roleWaiters--
 	s.writing = true
 }
 
+// releaseWriterLocked gives up the writer role. The appender parked to
+// lead the queued group, if any, is woken to take it.
 func (s *Store) releaseWriterLocked() {
 	s.writing = false
 	s.cond.Broadcast()
+	s.pend.wakeLeader()
+}
+
+// finishWriterLocked writes the checkpoint when the durable state moved
+// past it, then releases the writer role (the end of Seal and Reclaim).
+func (s *Store) finishWriterLocked() error {
+	var err error
+	if s.ckptDirty && s.poison == nil {
+		err = s.writeCheckpointLocked()
+	}
+	s.releaseWriterLocked()
+	return err
 }
 
 func (s *Store) active() *segment { return s.segs[len(s.segs)-1] }
