@@ -1,5 +1,7 @@
 package localseg
 
+import "io"
+
 // SetUnsafeRetryFsyncForTest turns on the broken behaviour the poison rule
 // forbids (retry a failed fsync once and acknowledge when the retry
 // succeeds), for the RED control test in package localseg_test.
@@ -14,4 +16,33 @@ func ReplayRunsForTest(s *Store) int64 { return s.replayRuns.Load() }
 func EncodeCheckpointForTest(eventCount, activeID uint64, activeLen int64, consumers map[string]uint64) []byte {
 	c := checkpoint{EventCount: eventCount, ActiveSegmentID: activeID, ActiveLen: activeLen, Consumers: consumers}
 	return c.encode()
+}
+
+// walkStrict replays data, the bytes [base, base+len(data)) of segment id,
+// every one of which must belong to a valid frame, through the scanner the
+// store's index build and full replay use (the fuzz test checks it against
+// walkTail).
+func (r *replay) walkStrict(id uint64, data []byte, base int64) error {
+	open := func(uint64) (io.ReaderAt, func(), error) {
+		return offsetReaderAt{data, base}, func() {}, nil
+	}
+	return r.replayRanges(open, []segRange{{id: id, from: base, to: base + int64(len(data))}}, nil)
+}
+
+// offsetReaderAt reads b as the bytes of a file from offset base on.
+type offsetReaderAt struct {
+	b    []byte
+	base int64
+}
+
+func (o offsetReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	off -= o.base
+	if off < 0 || off > int64(len(o.b)) {
+		return 0, io.EOF
+	}
+	n := copy(p, o.b[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
 }

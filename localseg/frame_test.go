@@ -325,3 +325,49 @@ func TestValidation(t *testing.T) {
 		t.Error("quoteShort cut a rune")
 	}
 }
+
+// TestChecksumIEEE: the frame checksum is crc32.ChecksumIEEE at every
+// length (the carry-less-multiplication part and the slicing tail meet at
+// every alignment).
+func TestChecksumIEEE(t *testing.T) {
+	b := make([]byte, 4200)
+	for i := range b {
+		b[i] = byte(i*131 + i>>5)
+	}
+	for n := 0; n <= len(b); n++ {
+		for _, off := range []int{0, 1, 7} {
+			if off > n {
+				continue
+			}
+			if got, want := checksumIEEE(b[off:n]), crc32.ChecksumIEEE(b[off:n]); got != want {
+				t.Fatalf("[%d:%d]: %08x, want %08x", off, n, got, want)
+			}
+		}
+	}
+}
+
+// TestParseUintAtBounds: the largest uint64 parses, one more does not, and
+// the non-canonical forms are refused.
+func TestParseUintAtBounds(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want uint64
+		ok   bool
+	}{
+		{"0", 0, true},
+		{"7}", 7, true},
+		{"9999999999999999999", 9999999999999999999, true},
+		{"18446744073709551615", 18446744073709551615, true},
+		{"18446744073709551616", 0, false},
+		{"99999999999999999999", 0, false},
+		{"184467440737095516150", 0, false},
+		{"01", 0, false},
+		{"", 0, false},
+		{"-1", 0, false},
+	} {
+		v, _, ok := parseUintAt([]byte(c.in), 0)
+		if ok != c.ok || (ok && v != c.want) {
+			t.Errorf("%q: %d %v, want %d %v", c.in, v, ok, c.want, c.ok)
+		}
+	}
+}

@@ -55,6 +55,13 @@ func (si *segIndex) put(off int64) {
 	}
 }
 
+// trim gives back the slack of the offsets' growth.
+func (si *segIndex) trim() {
+	if cap(si.offs) > len(si.offs) {
+		si.offs = append(make([]byte, 0, len(si.offs)), si.offs...)
+	}
+}
+
 type execAnchor struct {
 	prev uint64 // the sequence of entry idx-1 (0 before the first)
 	pos  uint32 // byte offset of entry idx in data
@@ -135,10 +142,7 @@ func newIndex() *index { return &index{execs: make(map[string]*execList)} }
 func (x *index) segFor(id, seq uint64) *segIndex {
 	if k := len(x.segs); k == 0 || x.segs[k-1].id != id {
 		if k > 0 {
-			// The previous segment is complete: give back the slack of
-			// its growth.
-			prev := &x.segs[k-1]
-			prev.offs = append(make([]byte, 0, len(prev.offs)), prev.offs...)
+			x.segs[k-1].trim() // the previous segment is complete
 		}
 		x.segs = append(x.segs, segIndex{id: id, first: seq, w: 3})
 	}
@@ -169,6 +173,37 @@ func (x *index) addBytes(id, seq uint64, off int64, exec []byte) {
 	}
 	l.add(seq)
 	x.events++
+}
+
+// addPiece indexes the events of a scanned piece (see rebuild.go), which
+// continue the indexed sequence.
+func (x *index) addPiece(p *piece) {
+	if k := len(x.segs); k > 0 && x.segs[k-1].id == p.id {
+		// The rest of a segment indexed in part (a catch-up).
+		si := &x.segs[k-1]
+		for i := range p.n {
+			si.put(p.offs.off(i))
+		}
+	} else {
+		if k > 0 {
+			x.segs[k-1].trim()
+		}
+		si := p.offs
+		si.first = p.first
+		x.segs = append(x.segs, si)
+	}
+	x.events += uint64(p.n)
+	start := uint32(0)
+	for i, end := range p.ends {
+		exec := p.execs[start:end]
+		start = end
+		l := x.execs[string(exec)]
+		if l == nil {
+			l = &execList{}
+			x.execs[string(exec)] = l
+		}
+		l.add(p.first + uint64(i))
+	}
 }
 
 // loc is where an event's frame is: at off of segment seg, ending at or

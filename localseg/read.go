@@ -3,8 +3,11 @@ package localseg
 import (
 	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"runtime"
 	"sort"
+	"sync"
 	"unsafe"
 )
 
@@ -35,51 +38,35 @@ func (s *Store) ensureIndex() error {
 		s.idxBuilding = false
 		s.cond.Broadcast()
 	}()
-	type segSnap struct {
-		id   uint64
-		size int64
-	}
-	snap := make([]segSnap, len(s.segs))
+	snap := make([]segRange, len(s.segs))
 	for i, seg := range s.segs {
-		snap[i] = segSnap{seg.id, seg.size}
+		snap[i] = segRange{id: seg.id, to: seg.size}
 	}
 	r := &replay{tip: s.reclaimedSeq, cons: make(map[string]uint64), idx: newIndex()}
 	firsts := make(map[uint64]uint64, len(snap))
-	var buf []byte
-	walk := func(id uint64, from, to int64) error {
-		if to <= from {
-			return nil
+	first := func(id, seq uint64) {
+		if firsts[id] == 0 {
+			firsts[id] = seq
 		}
-		var err error
-		if buf, err = s.readRange(id, buf, from, to); err != nil {
-			return err
-		}
-		r.first = firsts[id]
-		err = r.walkStrict(id, buf, from)
-		firsts[id] = r.first
-		return err
 	}
 
 	s.mu.Unlock()
-	var err error
-	for _, sn := range snap {
-		if err = walk(sn.id, 0, sn.size); err != nil {
-			break
-		}
-	}
+	err := r.replayRanges(s.openReader, snap, first)
 	s.mu.Lock()
 	if err == nil {
 		// Catch up with what became durable during the replay; s.mu
 		// keeps it still now.
+		var more []segRange
 		for i, seg := range s.segs {
-			from := int64(0)
+			rg := segRange{id: seg.id, to: seg.size}
 			if i < len(snap) {
-				from = snap[i].size
+				rg.from = snap[i].to
 			}
-			if err = walk(seg.id, from, seg.size); err != nil {
-				break
+			if rg.to > rg.from {
+				more = append(more, rg)
 			}
 		}
+		err = r.replayRanges(s.openReader, more, first)
 	}
 	if err == nil && (r.tip != s.tip || !maps.Equal(r.cons, s.cons)) {
 		err = fmt.Errorf("%w: the segments replay to tip %d and %d consumers, the checkpoint said tip %d and %d consumers (delete checkpoint.json to recover from the segments)",
@@ -99,6 +86,16 @@ func (s *Store) ensureIndex() error {
 	}
 	s.idx = r.idx
 	return nil
+}
+
+// openReader opens segment id through the reader cache (for
+// replayRanges). It takes no lock of the store's.
+func (s *Store) openReader(id uint64) (io.ReaderAt, func(), error) {
+	r, err := s.readers.get(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r.f, func() { s.readers.put(r) }, nil
 }
 
 // readRange reads [from, to) of segment id into buf (grown as needed). It
@@ -161,10 +158,41 @@ func (s *Store) locateRunLocked(first, n uint64) ([]loc, error) {
 // maxReadSpan bounds one read of adjacent frames.
 const maxReadSpan = 1 << 20
 
+// parallelReadMin is the size of a read above which readLocs splits it
+// among goroutines: each run is read, CRC-checked and parsed on its own, so
+// a large page takes the time of its share.
+const parallelReadMin = 512 << 10
+
 // readLocs reads the events at locs, coalescing adjacent frames of one
-// segment into one read.
+// segment into one read; a large read is split among up to GOMAXPROCS
+// goroutines (the first error in record order is returned).
 func (s *Store) readLocs(locs []loc) ([]Record, error) {
-	out := make([]Record, 0, len(locs))
+	out := make([]Record, len(locs))
+	var total int64
+	for i := range locs {
+		total += locs[i].end - locs[i].off
+	}
+	parts := int(min(int64(runtime.GOMAXPROCS(0)), total/(parallelReadMin/2), maxReplayWorkers))
+	if parts <= 1 {
+		return out, s.readLocsInto(locs, out)
+	}
+	errs := make([]error, parts)
+	var wg sync.WaitGroup
+	for k := range parts {
+		lo, hi := k*len(locs)/parts, (k+1)*len(locs)/parts
+		wg.Go(func() { errs[k] = s.readLocsInto(locs[lo:hi], out[lo:hi]) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// readLocsInto reads the events at locs into out (of the same length).
+func (s *Store) readLocsInto(locs []loc, out []Record) error {
 	for i := 0; i < len(locs); {
 		start, end := locs[i].off, locs[i].end
 		j := i + 1
@@ -178,11 +206,11 @@ func (s *Store) readLocs(locs []loc) ([]Record, error) {
 			// header to know its length.
 			var hdr [HeaderSize]byte
 			if err := s.readAt(locs[i].seg, hdr[:], start); err != nil {
-				return nil, err
+				return err
 			}
 			n := int64(le32(hdr[4:]))
 			if le32(hdr[:]) != FrameMagic || n > MaxBodyLen || start+HeaderSize+n > end {
-				return nil, &CorruptionError{Segment: locs[i].seg, Offset: start, Err: errBadMagic}
+				return &CorruptionError{Segment: locs[i].seg, Offset: start, Err: errBadMagic}
 			}
 			end = start + HeaderSize + n
 		}
@@ -192,21 +220,21 @@ func (s *Store) readLocs(locs []loc) ([]Record, error) {
 		buf, err := s.readRange(locs[i].seg, nil, start, end)
 		if err != nil {
 			if errors.Is(err, ErrClosed) {
-				return nil, err
+				return err
 			}
-			return nil, s.readErr(locs[i].seg, err)
+			return s.readErr(locs[i].seg, err)
 		}
 		page := unsafe.String(unsafe.SliceData(buf), len(buf))
 		for k := i; k < j; k++ {
 			rec, err := decodeRecord(buf, page, int(locs[k].off-start), locs[k])
 			if err != nil {
-				return nil, err
+				return err
 			}
-			out = append(out, rec)
+			out[k] = rec
 		}
 		i = j
 	}
-	return out, nil
+	return nil
 }
 
 // decodeRecord decodes the event frame at b[o:], which the index says is

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -75,23 +76,6 @@ func spanBytes(body []byte, sp span) []byte {
 		return []byte(unescape(body[sp.lo:sp.hi]))
 	}
 	return body[sp.lo:sp.hi]
-}
-
-// walkStrict replays data, the bytes [base, base+len(data)) of segment id,
-// every one of which must belong to a valid frame: a sealed segment, or the
-// durable part of the active one.
-func (r *replay) walkStrict(id uint64, data []byte, base int64) error {
-	for o := 0; o < len(data); {
-		n, body, err := frameAt(data, o)
-		if err == nil {
-			err = r.apply(id, base+int64(o), body)
-		}
-		if err != nil {
-			return &CorruptionError{Segment: id, Offset: base + int64(o), Err: err}
-		}
-		o += n
-	}
-	return nil
 }
 
 // walkTail replays the highest segment, whose bytes [base, EOF) are data,
@@ -493,24 +477,24 @@ func (s *Store) recoverSegments(ids []uint64) error {
 		s.report.Replayed = true
 		s.replayRuns.Add(1)
 		r := &replay{tip: s.reclaimedSeq, cons: make(map[string]uint64), idx: newIndex()}
-		var buf []byte
-		for _, seg := range s.segs[:len(s.segs)-1] {
-			rf, err := s.fs.OpenFile(s.segPath(seg.id), os.O_RDONLY, 0)
-			if err != nil {
-				return fmt.Errorf("localseg: open segment %d: %w", seg.id, err)
-			}
-			buf, err = readSeg(rf, seg.id, buf, 0, seg.size)
-			rf.Close()
-			if err != nil {
-				return err
-			}
-			r.first = 0
-			if err := r.walkStrict(seg.id, buf, 0); err != nil {
-				return err
-			}
-			seg.first, seg.known = r.first, true
+		sealed := s.segs[:len(s.segs)-1]
+		rgs := make([]segRange, len(sealed))
+		for i, seg := range sealed {
+			rgs[i] = segRange{id: seg.id, to: seg.size}
+			seg.known = true // first stays 0 unless an event is found
 		}
-		if data, err = readSeg(f, highest, buf, 0, size); err != nil {
+		open := func(id uint64) (io.ReaderAt, func(), error) {
+			rf, err := s.fs.OpenFile(s.segPath(id), os.O_RDONLY, 0)
+			if err != nil {
+				return nil, nil, err
+			}
+			return rf, func() { rf.Close() }, nil
+		}
+		err := r.replayRanges(open, rgs, func(id, seq uint64) { s.segByID(id).first = seq })
+		if err != nil {
+			return err
+		}
+		if data, err = readSeg(f, highest, nil, 0, size); err != nil {
 			return err
 		}
 		r.first = 0

@@ -1,0 +1,253 @@
+package localseg
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// Replay of whole ranges of segments, in parallel.
+//
+// Every frame of a sealed segment (and of the durable part of the active
+// one) must be valid, and what one segment holds does not depend on the
+// others except through the sequence, so the ranges are scanned
+// independently — each by one worker: read in cache-sized chunks, every
+// CRC checked, every body parsed, event sequences checked to run without a
+// gap inside the range — into pieces that the caller's goroutine then
+// stitches in log order: the first event of each piece must continue the
+// tip, consumer frames take effect in order, and the locations and
+// execution lists join the index. The first error in log order wins,
+// exactly as a serial replay would report it. Workers run at most
+// replayWindow pieces ahead of the stitching, so memory stays bounded
+// whatever the log's length.
+
+// scanChunk is how much of a segment one read brings in: small enough that
+// the bytes are still in the CPU cache when their frames are checked and
+// parsed, large enough that the reads cost little.
+const scanChunk = 256 << 10
+
+// maxReplayWorkers bounds the scanning goroutines (GOMAXPROCS bounds them
+// first).
+const maxReplayWorkers = 8
+
+// segRange is the bytes [from, to) of segment id.
+type segRange struct {
+	id       uint64
+	from, to int64
+}
+
+// openSegFunc opens segment id for reading; done releases it.
+type openSegFunc func(id uint64) (r io.ReaderAt, done func(), err error)
+
+// consFrame is a consumer frame found by a scan.
+type consFrame struct {
+	kind FrameKind
+	name string
+	seq  uint64
+}
+
+// piece is what the scan of one range found, up to its first invalid
+// frame (err; everything before it is in the piece).
+type piece struct {
+	id       uint64
+	first    uint64 // sequence of the first event; meaningful when n > 0
+	firstOff int64  // its offset
+	n        int    // events
+	offs     segIndex
+	execs    []byte   // the execution ids of the events, concatenated
+	ends     []uint32 // the end of each event's id in execs
+	cons     []consFrame
+	err      error
+}
+
+func (p *piece) fail(off int64, err error) {
+	p.err = &CorruptionError{Segment: p.id, Offset: off, Err: err}
+}
+
+// add takes the valid frame body found at off.
+func (p *piece) add(body []byte, off int64) error {
+	v, ok := parseBodyFast(body)
+	var exec, consumer []byte
+	if ok {
+		if v.kind == KindEvent {
+			exec = spanBytes(body, v.exec)
+		} else {
+			consumer = spanBytes(body, v.consumr)
+		}
+	} else {
+		f, err := decodeBodySlow(body)
+		if err != nil {
+			return err
+		}
+		v.kind, v.seq = f.Kind, f.Seq
+		exec, consumer = []byte(f.ExecutionID), []byte(f.Consumer)
+	}
+	if v.kind != KindEvent {
+		p.cons = append(p.cons, consFrame{kind: v.kind, name: string(consumer), seq: v.seq})
+		return nil
+	}
+	if p.n > 0 && v.seq != p.first+uint64(p.n) {
+		return fmt.Errorf("%w: expected %d, found %d", errSeqGap, p.first+uint64(p.n), v.seq)
+	}
+	if p.n == 0 {
+		p.first, p.firstOff = v.seq, off
+	}
+	p.n++
+	p.offs.put(off)
+	p.execs = append(p.execs, exec...)
+	p.ends = append(p.ends, uint32(len(p.execs)))
+	return nil
+}
+
+// scanRange scans rg into a piece, reading through buf (grown when one
+// frame does not fit; the possibly new buffer is returned for reuse).
+func scanRange(open openSegFunc, rg segRange, buf []byte) (*piece, []byte) {
+	p := &piece{id: rg.id, offs: segIndex{id: rg.id, w: 3}}
+	if rg.to-rg.from > maxSegmentFile {
+		p.fail(rg.from, fmt.Errorf("%w: segment file of %d bytes is larger than any writer produces", ErrCorrupt, rg.to))
+		return p, buf
+	}
+	if rg.to <= rg.from {
+		return p, buf
+	}
+	f, done, err := open(rg.id)
+	if err != nil {
+		p.err = fmt.Errorf("localseg: open segment %d: %w", rg.id, err)
+		return p, buf
+	}
+	defer done()
+	if len(buf) < scanChunk {
+		buf = make([]byte, scanChunk)
+	}
+	for pos := rg.from; pos < rg.to; {
+		data := buf[:min(int64(len(buf)), rg.to-pos)]
+		if err := readFull(f, data, pos); err != nil {
+			p.err = fmt.Errorf("localseg: read segment %d: %w", rg.id, err)
+			return p, buf
+		}
+		last := pos+int64(len(data)) == rg.to
+		o := 0
+		for o < len(data) {
+			n, body, err := frameAt(data, o)
+			if err == nil {
+				err = p.add(body, pos+int64(o))
+			} else if !last && (err == errShortHeader || err == errShortBody) {
+				break // the frame continues past this chunk
+			}
+			if err != nil {
+				p.fail(pos+int64(o), err)
+				return p, buf
+			}
+			o += n
+		}
+		if o == 0 {
+			// One frame larger than the buffer (its length is below the
+			// cap, or frameAt would have refused it): make room for it.
+			buf = make([]byte, HeaderSize+int(le32(data[4:])))
+			continue
+		}
+		pos += int64(o)
+	}
+	p.offs.trim()
+	return p, buf
+}
+
+// stitch joins p, the next range in log order, to the replay. It returns
+// the first error in log order: a sequence gap at the piece's first event,
+// or the piece's own (which lies after all of its events).
+func (r *replay) stitch(p *piece) error {
+	if p.n > 0 && p.first != r.tip+1 {
+		return &CorruptionError{Segment: p.id, Offset: p.firstOff, Err: fmt.Errorf("%w: expected %d, found %d", errSeqGap, r.tip+1, p.first)}
+	}
+	if p.n > 0 {
+		r.tip = p.first + uint64(p.n) - 1
+		if r.idx != nil {
+			r.idx.addPiece(p)
+		}
+	}
+	for _, c := range p.cons {
+		switch c.kind {
+		case KindConsumerCreate:
+			if _, ok := r.cons[c.name]; !ok {
+				r.cons[c.name] = 0
+			}
+		case KindAck:
+			// An Ack also (re-)establishes its consumer (see apply).
+			if cur, ok := r.cons[c.name]; !ok || c.seq > cur {
+				r.cons[c.name] = c.seq
+			}
+		case KindConsumerDelete:
+			delete(r.cons, c.name)
+		}
+	}
+	return p.err
+}
+
+// replayRanges replays rgs in log order into r, scanning several at once
+// when there are several and more than one CPU. first is called with each
+// range's first event (for ranges that hold one) once it is stitched. It
+// returns the first error in log order and waits for its workers before
+// returning.
+func (r *replay) replayRanges(open openSegFunc, rgs []segRange, first func(id, seq uint64)) error {
+	stitch := func(p *piece) error {
+		if err := r.stitch(p); err != nil {
+			return err
+		}
+		if p.n > 0 && first != nil {
+			first(p.id, p.first)
+		}
+		return nil
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(rgs), maxReplayWorkers)
+	if workers <= 1 {
+		var buf []byte
+		for _, rg := range rgs {
+			var p *piece
+			p, buf = scanRange(open, rg, buf)
+			if err := stitch(p); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	window := make(chan struct{}, 2*workers) // pieces scanned but not yet stitched
+	quit := make(chan struct{})
+	results := make([]chan *piece, len(rgs))
+	for i := range results {
+		results[i] = make(chan *piece, 1)
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			var buf []byte
+			for {
+				select {
+				case window <- struct{}{}:
+				case <-quit:
+					return
+				}
+				i := int(next.Add(1) - 1)
+				if i >= len(rgs) {
+					return
+				}
+				var p *piece
+				p, buf = scanRange(open, rgs[i], buf)
+				results[i] <- p
+			}
+		})
+	}
+	var err error
+	for i := range rgs {
+		p := <-results[i]
+		<-window
+		if err = stitch(p); err != nil {
+			break
+		}
+	}
+	close(quit)
+	wg.Wait()
+	return err
+}
