@@ -185,6 +185,24 @@ func TestDownloadWritesEveryObject(t *testing.T) {
 	}
 }
 
+// RawGet returns every byte of an object, and an error for a missing one.
+func TestRawGetReadsWholeObjects(t *testing.T) {
+	ctx := context.Background()
+	raw := memblob.OpenBucket(nil)
+	defer raw.Close()
+	data := bytes.Repeat([]byte("0123456789"), 100_000)
+	if err := raw.WriteAll(ctx, "k", data, nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := RawGet(raw)(ctx, "k")
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read %d of %d bytes: %v", len(got), len(data), err)
+	}
+	if _, err := RawGet(raw)(ctx, "missing"); err == nil {
+		t.Fatal("a missing object read as empty")
+	}
+}
+
 // The limit runs exactly conc reads at once: a serial loop would be a
 // lower bar than the restore it is compared with, a wider one a higher bar.
 func TestDownloadRunsConcReadsAtOnce(t *testing.T) {

@@ -3,9 +3,11 @@ package buckets
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
+	"gocloud.dev/blob"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 )
@@ -80,4 +82,22 @@ func syncDir(dir string) error {
 		return fmt.Errorf("fsync %s: %w", dir, err)
 	}
 	return nil
+}
+
+// RawGet reads whole objects from b with nothing checked, into a buffer
+// sized from the response (no growing and copying as io.ReadAll does):
+// the leanest plain read gocloud offers, for the limit.
+func RawGet(b *blob.Bucket) GetFunc {
+	return func(ctx context.Context, key string) ([]byte, error) {
+		r, err := b.NewReader(ctx, key, nil)
+		if err != nil {
+			return nil, err
+		}
+		defer r.Close()
+		buf := make([]byte, r.Size())
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return nil, err
+		}
+		return buf, nil
+	}
 }

@@ -88,7 +88,8 @@ type Section struct {
 	Default bool
 	// Order places the section in a run and in the table (ascending; ties
 	// by name), independent of file and init order. Current: append 10,
-	// open 20, memory 30; the bucket sections go above 30.
+	// open 20, memory 30, and the bucket sections restore 40, tail 41, gc
+	// 42.
 	Order int
 }
 

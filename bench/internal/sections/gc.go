@@ -275,7 +275,9 @@ func gcRows(ctx context.Context, env *harness.Env, m gcMedium) []harness.Row {
 		}
 	}
 	for i := 0; i < gcPasses(env); i++ {
-		for _, g := range stores {
+		// The order rotates, so neither history always goes first.
+		for j := range stores {
+			g := stores[(i+j)%len(stores)]
 			if ctx.Err() != nil || g.err != nil {
 				continue
 			}
