@@ -1,6 +1,7 @@
 package localseg
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -217,6 +218,15 @@ func (s *Store) await(gen uint64) error {
 			s.mu.Unlock()
 			return leadErr
 		case s.poison != nil:
+			if s.heir == gen {
+				// The role was handed to this group and the store was
+				// poisoned before its leader took it (by the spare's
+				// preparation, which runs without the role): nothing
+				// more will be written; give the role back so Close can
+				// take it.
+				s.heir = 0
+				s.releaseWriterLocked()
+			}
 			err := s.poison
 			s.mu.Unlock()
 			return err
@@ -227,10 +237,12 @@ func (s *Store) await(gen uint64) error {
 			case s.heir == gen:
 				s.heir = 0 // the role was handed to this group
 				leadErr = s.leadLocked()
+				leadErr = errors.Join(leadErr, s.prepareSpareLocked())
 				continue
 			case !s.writing:
 				s.writing = true
 				leadErr = s.leadLocked()
+				leadErr = errors.Join(leadErr, s.prepareSpareLocked())
 				continue
 			case b.lead == nil:
 				b.lead = make(chan struct{})
@@ -414,9 +426,14 @@ func (s *Store) rollover(seg *segment, end int64) (*segment, error) {
 	if err := s.datasync(seg.f, true); err != nil {
 		return nil, fmt.Errorf("localseg: seal segment %d: fsync: %w", seg.id, err)
 	}
-	f, err := s.createSegmentFile(seg.id + 1)
+	f, err := s.takeSpare(seg.id + 1)
 	if err != nil {
 		return nil, err
+	}
+	if f == nil {
+		if f, err = s.createSegmentFile(seg.id + 1); err != nil {
+			return nil, err
+		}
 	}
 	if err := s.fs.SyncDir(s.dir); err != nil {
 		f.Close()

@@ -155,6 +155,11 @@ type Store struct {
 	ckptLen   int
 	ckptDirty bool
 	ckptAt    time.Time
+
+	// The spare segment (spare.go), guarded by mu: prepared and fsynced
+	// under its temporary name, or being prepared (spareBusy).
+	spareSeg  File
+	spareBusy bool
 }
 
 func resolveOptions(opts Options) (Options, error) {
@@ -243,6 +248,7 @@ func (s *Store) Close() error {
 		if s.poison == nil && s.ckptDirty {
 			err = s.writeCheckpointLocked()
 		}
+		s.dropSpareLocked()
 	}
 	s.closed = true
 	s.cond.Broadcast()
