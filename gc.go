@@ -11,12 +11,22 @@ import (
 	"github.com/bucketlog/bucketlog/watermark"
 )
 
+// sweepEvery bounds how many periodic GC passes delete by key before one
+// lists the shard's objects again.
+const sweepEvery = 16
+
 // GCRequest is an operator's explicit reclaim request: it runs with
 // consumer interest, plus keep-last-N when MaxRetainedSegments is set,
 // whatever the configured default.
 type GCRequest struct {
 	MinRetainedSegments int
 	MaxRetainedSegments int
+	// Sweep lists the shard's bucket objects and deletes every one the
+	// watermark covers, leftovers of earlier passes included (the gc
+	// command does). Without it, a pass after a complete sweep deletes only
+	// what it newly covers, by key, and costs what it removes rather than
+	// the history the bucket keeps.
+	Sweep bool
 }
 
 // GCReport explains one reclaim pass: what it removed and what holds the
@@ -46,7 +56,7 @@ func (l *Log) GC(ctx context.Context, req GCRequest) (GCReport, error) {
 		l.ship.maint.Lock()
 		defer l.ship.maint.Unlock()
 	}
-	return l.gcLocked(ctx, pol, true)
+	return l.gcLocked(ctx, pol, true, req.Sweep)
 }
 
 // policy is the configured periodic policy.
@@ -57,7 +67,7 @@ func (l *Log) policy() reclaim.Policy {
 
 // gcLocked runs a pass; the caller holds the shipper's maintenance lock
 // when there is a shipper.
-func (l *Log) gcLocked(ctx context.Context, pol reclaim.Policy, explicit bool) (rep GCReport, err error) {
+func (l *Log) gcLocked(ctx context.Context, pol reclaim.Policy, explicit, sweep bool) (rep GCReport, err error) {
 	rep.Shard = l.own.Index
 	defer func() {
 		switch {
@@ -112,7 +122,20 @@ func (l *Log) gcLocked(ctx context.Context, pol reclaim.Policy, explicit bool) (
 		rep.Outcome = "noop"
 		return rep, nil
 	}
-	res, err := reclaim.Shared(ctx, l.store, s.b, s.shard, reclaim.Owner, pol, s.isDurable)
+	// After a complete sweep, a periodic pass deletes what it newly covers
+	// by key and does not list the history the bucket keeps. It sweeps
+	// after a start, after any failure, every sweepEvery passes, and when
+	// asked to.
+	s.mu.Lock()
+	opts := reclaim.SharedOptions{ByKey: !sweep && s.sweptClean && s.byKeyPasses < sweepEvery}
+	if opts.ByKey {
+		s.byKeyPasses++
+	} else {
+		s.byKeyPasses = 0
+	}
+	s.sweptClean = false
+	s.mu.Unlock()
+	res, err := reclaim.SharedWith(ctx, l.store, s.b, s.shard, reclaim.Owner, pol, s.isDurable, opts)
 	if watermark.Damaged(err) {
 		// A damaged watermark object would stop GC for good: the owner
 		// rewrites it with its local base (see watermark.Repair), then
@@ -122,7 +145,7 @@ func (l *Log) gcLocked(ctx context.Context, pol reclaim.Policy, explicit bool) (
 		if _, rerr := watermark.Repair(ctx, s.b, s.shard, before.ReclaimedSeq, before.ReclaimedSeg); rerr != nil {
 			return rep, errors.Join(err, rerr)
 		}
-		res, err = reclaim.Shared(ctx, l.store, s.b, s.shard, reclaim.Owner, pol, s.isDurable)
+		res, err = reclaim.SharedWith(ctx, l.store, s.b, s.shard, reclaim.Owner, pol, s.isDurable, reclaim.SharedOptions{})
 	}
 	if errors.Is(err, blobtier.ErrUnsupported) {
 		return rep, fmt.Errorf("%w: %v", ErrUsage, err)
@@ -134,6 +157,7 @@ func (l *Log) gcLocked(ctx context.Context, pol reclaim.Policy, explicit bool) (
 	rep.Plan = res.Plan
 	rep.Local = res.Local
 	s.mu.Lock()
+	s.sweptClean = res.Deleted.Failed == 0
 	s.wm = res.Watermark
 	for id := range s.durable {
 		if id <= res.Watermark.Segment {

@@ -593,7 +593,7 @@ func (l *Log) localGCLoop(ctx context.Context) {
 			l.log.Error("seal by age failed", "err", err)
 			continue
 		}
-		if _, err := l.gcLocked(ctx, l.policy(), false); err != nil {
+		if _, err := l.gcLocked(ctx, l.policy(), false, false); err != nil {
 			l.log.Error("periodic GC failed", "err", err)
 		}
 	}

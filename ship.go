@@ -53,6 +53,8 @@ type shipper struct {
 	tailErr        error           // the latest tail or cursor shipment failure (nil after a success)
 	cleanedThrough uint64          // contiguous durable seq at the last complete cleanup
 	cleanupDirty   bool            // the last cleanup left something to retry
+	sweptClean     bool            // the last GC pass swept or deleted everything it covered
+	byKeyPasses    int             // periodic passes that deleted by key since the last sweep
 	// pendingTails are the tail objects this process committed and no
 	// cleanup has deleted yet (key → last sequence, misses): an object a
 	// cleanup pass did not see (it landed, or became listable, after the
@@ -396,7 +398,7 @@ func (s *shipper) maintain(ctx context.Context, runGC bool) error {
 		err = s.cleanupLocked(ctx)
 	}
 	if runGC {
-		if _, gerr := s.l.gcLocked(ctx, s.l.policy(), false); gerr != nil {
+		if _, gerr := s.l.gcLocked(ctx, s.l.policy(), false, false); gerr != nil {
 			s.l.log.Error("periodic GC failed", "err", gerr)
 		}
 	}

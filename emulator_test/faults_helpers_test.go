@@ -242,7 +242,7 @@ func (r *faultRig) ship(seal bool) error {
 }
 
 func (r *faultRig) gc() error {
-	_, err := r.l.GC(ctxT(r.t), bucketlog.GCRequest{})
+	_, err := r.l.GC(ctxT(r.t), bucketlog.GCRequest{Sweep: true}) // the operator's gc
 	r.pass("gc", err)
 	return err
 }

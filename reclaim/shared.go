@@ -129,13 +129,31 @@ func (d *DeleteResult) fail(key string, err error) {
 // with ErrNoDurable. A failed delete does not fail the pass; it is counted in
 // Deleted.Failed and retried by the next pass.
 func Shared(ctx context.Context, store Store, b Bucket, shard uint32, role Role, pol Policy, durable func(id uint64) bool) (SharedResult, error) {
-	return shared(ctx, store, b, shard, role, pol, durable, nil)
+	return shared(ctx, store, b, shard, role, pol, durable, SharedOptions{}, nil)
+}
+
+// SharedOptions tune a shared pass.
+type SharedOptions struct {
+	// ByKey deletes the segment objects this pass newly covers by their
+	// computed keys (from the watermark found at the start of the pass to
+	// the one it commits) instead of listing every segment object of the
+	// shard, so a pass costs what it removes, not the history the bucket
+	// keeps. Leftovers of an earlier pass (a crash before its deletes, a
+	// failed delete) are then not swept: the caller passes ByKey only when
+	// it knows the previous pass of this process completed its deletes,
+	// and sweeps (ByKey false) after a start and after any failure.
+	ByKey bool
+}
+
+// SharedWith is Shared with options.
+func SharedWith(ctx context.Context, store Store, b Bucket, shard uint32, role Role, pol Policy, durable func(id uint64) bool, opts SharedOptions) (SharedResult, error) {
+	return shared(ctx, store, b, shard, role, pol, durable, opts, nil)
 }
 
 // shared is Shared with a hook called after each step; an error from the
 // hook ends the pass there, as a crash would (tests use it).
 func shared(ctx context.Context, store Store, b Bucket, shard uint32, role Role, pol Policy,
-	durable func(id uint64) bool, after func(Step) error) (SharedResult, error) {
+	durable func(id uint64) bool, opts SharedOptions, after func(Step) error) (SharedResult, error) {
 	var res SharedResult
 	switch {
 	case role != Owner:
@@ -205,7 +223,12 @@ func shared(ctx context.Context, store Store, b Bucket, shard uint32, role Role,
 	}
 
 	// 5. Delete what the watermark covers.
-	if res.Deleted, err = DeleteThrough(ctx, b, shard, res.Watermark); err != nil {
+	if opts.ByKey {
+		res.Deleted, err = deleteNewlyCovered(ctx, b, shard, res.Before, res.Watermark)
+	} else {
+		res.Deleted, err = DeleteThrough(ctx, b, shard, res.Watermark)
+	}
+	if err != nil {
 		return res, err
 	}
 	return res, step(StepDelete)
@@ -286,6 +309,18 @@ func DeleteThrough(ctx context.Context, b Deleter, shard uint32, mark watermark.
 		res.Segments++
 		res.Bytes += info.Size
 	}
+	tails, err := deleteTailsThrough(ctx, b, shard, mark.Seq)
+	res.Tails, res.Unparsed = tails.Tails, res.Unparsed+tails.Unparsed
+	res.Bytes += tails.Bytes
+	res.Failed += tails.Failed
+	res.Errors = append(res.Errors, tails.Errors...)
+	return res, err
+}
+
+// deleteTailsThrough deletes the shard's tail objects whose last sequence
+// is at or below seq, keeping (and counting) keys it does not understand.
+func deleteTailsThrough(ctx context.Context, b Deleter, shard uint32, seq uint64) (DeleteResult, error) {
+	var res DeleteResult
 	for info, err := range b.List(ctx, shard, blobtier.KindTail) {
 		if err != nil {
 			return res, fmt.Errorf("list tail objects of shard %d: %w", shard, err)
@@ -294,7 +329,7 @@ func DeleteThrough(ctx context.Context, b Deleter, shard uint32, mark watermark.
 			res.Unparsed++
 			continue
 		}
-		if info.Parsed.LastSeq > mark.Seq {
+		if info.Parsed.LastSeq > seq {
 			continue
 		}
 		if err := b.Delete(ctx, info.Key); err != nil {
@@ -305,6 +340,28 @@ func DeleteThrough(ctx context.Context, b Deleter, shard uint32, mark watermark.
 		res.Bytes += info.Size
 	}
 	return res, nil
+}
+
+// deleteNewlyCovered deletes the segment objects in (before.Segment,
+// mark.Segment] by their keys, and the tail objects at or below mark.Seq
+// found by listing the tail key space (tail keys carry sequences, not
+// segment ids; cleanup keeps that listing short).
+func deleteNewlyCovered(ctx context.Context, b Deleter, shard uint32, before, mark watermark.Mark) (DeleteResult, error) {
+	var res DeleteResult
+	for id := before.Segment + 1; id <= mark.Segment; id++ {
+		key := blobtier.SegmentKey(shard, id)
+		if err := b.Delete(ctx, key); err != nil {
+			res.fail(key, err)
+			continue
+		}
+		res.Segments++
+	}
+	tails, err := deleteTailsThrough(ctx, b, shard, mark.Seq)
+	res.Tails, res.Unparsed = tails.Tails, tails.Unparsed
+	res.Bytes += tails.Bytes
+	res.Failed += tails.Failed
+	res.Errors = append(res.Errors, tails.Errors...)
+	return res, err
 }
 
 // understood reports whether a listed object is one this package knows how

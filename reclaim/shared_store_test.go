@@ -188,7 +188,7 @@ func TestSharedStopAfterEachStep(t *testing.T) { // §6.1, §6.4
 			ship(t, b, shard, st)
 			initial := bucketKeys(t, b, shard)
 			planned := MakePlan(snapshot(t, st), Policy{Enabled: true}, durableFn(t, b, shard, st))
-			_, err := shared(ctx, st, b, shard, Owner, Policy{Enabled: true}, durableFn(t, b, shard, st), func(s Step) error {
+			_, err := shared(ctx, st, b, shard, Owner, Policy{Enabled: true}, durableFn(t, b, shard, st), SharedOptions{}, func(s Step) error {
 				if s == stop {
 					return errCrash
 				}
@@ -287,7 +287,7 @@ func sweepShared(t *testing.T, adopt bool) {
 		if adopt {
 			// The earlier pass: it dies right after its commit.
 			errDied := errors.New("died after the commit")
-			if _, err := shared(ctx, st, b, shard, Owner, pol, durable, func(s Step) error {
+			if _, err := shared(ctx, st, b, shard, Owner, pol, durable, SharedOptions{}, func(s Step) error {
 				if s == StepCommit {
 					return errDied
 				}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/bucketlog/bucketlog/blobtier"
@@ -248,7 +249,7 @@ func TestSharedCrashAfterEachStep(t *testing.T) {
 	for _, stop := range []Step{StepAdopt, StepCommit, StepLocal, StepDelete} {
 		t.Run(string(stop), func(t *testing.T) {
 			st, b := setup()
-			_, err := shared(ctx, st, b, 0, Owner, Policy{Enabled: true}, inBucket(b, 0), func(s Step) error {
+			_, err := shared(ctx, st, b, 0, Owner, Policy{Enabled: true}, inBucket(b, 0), SharedOptions{}, func(s Step) error {
 				if s == stop {
 					return errCrash
 				}
@@ -376,4 +377,47 @@ func ExampleMakePlan() {
 	p := MakePlan(snap, Policy{Enabled: true}, nil)
 	fmt.Println(p.Remove, p.Reason)
 	// Output: [1 2] consumer "projector" at 16 holds the boundary; reclaim segments 1..2 through sequence 16; the min-retained floor of 2 keeps segment 3 and later
+}
+
+// TestSharedByKeyDeletesWhatThePassCovers: with ByKey the pass deletes the
+// newly covered segment objects by their keys, without listing segments,
+// and the same objects go as with a sweep; an orphan left below the old
+// watermark is not swept by key (the caller sweeps after a start or a
+// failure), and the sweep then removes it.
+func TestSharedByKeyDeletesWhatThePassCovers(t *testing.T) {
+	ctx := context.Background()
+	j := &journal{}
+	st := &fakeStore{snap: synth(0, 6, 10, 3, map[string]uint64{"c": 53}), j: j}
+	b := bucketWith(j, 5, st.snap, 1, 2, 3, 4, 5)
+	// An orphan below a watermark committed earlier: segment 1 is covered
+	// by a mark at segment 1, but its delete never happened.
+	if _, err := watermark.Advance(ctx, b, 5, 10, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Reclaim(1); err != nil {
+		t.Fatal(err)
+	}
+	j.ops = nil
+	res, err := SharedWith(ctx, st, b, 5, Owner, Policy{Enabled: true}, inBucket(b, 5), SharedOptions{ByKey: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Watermark.Segment != 4 || res.Deleted.Segments != 3 {
+		t.Fatalf("by key: watermark %+v deleted %+v", res.Watermark, res.Deleted)
+	}
+	for _, op := range j.list() {
+		if strings.HasPrefix(op, "list ") && strings.Contains(op, "seg") {
+			t.Fatalf("a by-key pass listed the segments: %q", j.list())
+		}
+	}
+	if got := segKeys(b, 5); !slices.Equal(got, []uint64{1, 5}) {
+		t.Fatalf("segment objects left after the by-key pass: %v (want the orphan 1 and the retained 5)", got)
+	}
+	// The sweep removes the orphan.
+	if _, err := Shared(ctx, st, b, 5, Owner, Policy{Enabled: true}, inBucket(b, 5)); err != nil {
+		t.Fatal(err)
+	}
+	if got := segKeys(b, 5); !slices.Equal(got, []uint64{5}) {
+		t.Fatalf("segment objects left after the sweep: %v", got)
+	}
 }

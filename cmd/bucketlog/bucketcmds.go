@@ -287,7 +287,7 @@ func runGC(c *cli, args []string) int {
 	if opts.BucketURL, err = bucket.value(s.f, env); err != nil {
 		return c.fail(err)
 	}
-	req := bucketlog.GCRequest{MinRetainedSegments: env.GC.MinRetainedSegments}
+	req := bucketlog.GCRequest{MinRetainedSegments: env.GC.MinRetainedSegments, Sweep: true}
 	if s.f.isSet("min-retained-segments") {
 		if *minKeep < 1 {
 			return c.fail(usagef("--min-retained-segments %d must be at least 1", *minKeep))
