@@ -184,7 +184,7 @@ func (s *Store) AppendRecovered(frames []Frame) error {
 func (s *Store) enqueueEventLocked(v *validEvent, seq uint64) {
 	b := s.pend
 	start := len(b.buf)
-	b.buf = appendEventFrame(b.buf, seq, v.exec, v.txn, v.payload)
+	b.buf = v.appendFrame(b.buf, seq)
 	b.items = append(b.items, item{start: start, end: len(b.buf), kind: KindEvent, seq: seq, name: v.exec})
 	s.nextSeq = seq + 1
 }

@@ -371,3 +371,59 @@ func TestParseUintAtBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestStoreEncodingMatchesEncodeFrame: the store's encoder (which copies a
+// string that needs no escaping without scanning it again) writes exactly
+// the bytes of EncodeFrame, escapes or not, at sequences of every length.
+func TestStoreEncodingMatchesEncodeFrame(t *testing.T) {
+	strs := []string{"t", "plain payload", `quote " and \ backslash`, "ctl \x00\x1f\t\n", "<a>&amp; é — 日本 \u2028\u2029", strings.Repeat("x", 5000), strings.Repeat("\"", 100)}
+	for _, txn := range strs {
+		if len(txn) > MaxTransactionIDLen {
+			continue
+		}
+		for _, payload := range strs {
+			for _, seq := range []uint64{1, 9, 10, 123456789, 18446744073709551615} {
+				v, err := validateEvent(&Event{ExecutionID: " e-1_Z ", TransactionID: txn, Payload: payload})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := v.appendFrame([]byte("prefix"), seq)
+				want, err := EncodeFrame([]byte("prefix"), &Frame{Kind: KindEvent, Seq: seq, ExecutionID: "e-1_Z", TransactionID: txn, Payload: payload})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, want) || int64(len(got)-len("prefix")) != v.frameLen(seq) {
+					t.Fatalf("txn %q payload %q seq %d: the store's frame differs from EncodeFrame's (or from its announced length)", quoteShort(txn), quoteShort(payload), seq)
+				}
+			}
+		}
+	}
+}
+
+// TestEscapeFree: the fast check agrees with a byte-by-byte one for every
+// byte value at every position of strings of every length up to 40.
+func TestEscapeFree(t *testing.T) {
+	slow := func(s string) bool {
+		for i := 0; i < len(s); i++ {
+			if c := s[i]; c < 0x20 || c == '"' || c == '\\' {
+				return false
+			}
+		}
+		return true
+	}
+	for n := 0; n <= 40; n++ {
+		base := []byte(strings.Repeat("aé~\x7f", 10)[:n])
+		if !escapeFree(string(base)) {
+			t.Fatalf("%q needs no escaping", base)
+		}
+		for pos := 0; pos < n; pos++ {
+			for c := 0; c < 256; c++ {
+				b := append([]byte(nil), base...)
+				b[pos] = byte(c)
+				if got, want := escapeFree(string(b)), slow(string(b)); got != want {
+					t.Fatalf("%q: %v, want %v", b, got, want)
+				}
+			}
+		}
+	}
+}

@@ -2,6 +2,7 @@ package localseg
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -13,6 +14,35 @@ type validEvent struct {
 	// lenNoSeq is the frame length without the digits of the sequence,
 	// which is assigned later, under the store's lock.
 	lenNoSeq int64
+	// escTxn and escPayload say the string needs escaping: the frame is
+	// encoded under the store's lock, where a string that needs none is
+	// copied without being scanned again (an execution id never does).
+	escTxn, escPayload bool
+}
+
+// appendFrame appends the event's frame with sequence seq.
+func (v *validEvent) appendFrame(dst []byte, seq uint64) []byte {
+	h := len(dst)
+	dst = append(dst, zeroHeader[:]...)
+	dst = append(dst, litEventOpen...)
+	dst = strconv.AppendUint(dst, seq, 10)
+	dst = append(dst, litExecID...)
+	dst = append(dst, v.exec...)
+	dst = append(dst, litTxnID...)
+	if v.escTxn {
+		dst = appendEscapedContent(dst, v.txn)
+	} else {
+		dst = append(dst, v.txn...)
+	}
+	dst = append(dst, litPayload...)
+	if v.escPayload {
+		dst = appendEscapedContent(dst, v.payload)
+	} else {
+		dst = append(dst, v.payload...)
+	}
+	dst = append(dst, litClose2...)
+	putHeader(dst[h:])
+	return dst
 }
 
 // frameLen is the length of the event's frame with sequence seq.
@@ -71,7 +101,9 @@ func validateEvent(ev *Event) (validEvent, error) {
 		return validEvent{}, fmt.Errorf("%w: payload is not valid UTF-8 (it is refused, never altered)", ErrInvalidInput)
 	}
 	v := validEvent{exec: exec, txn: ev.TransactionID, payload: ev.Payload}
-	v.lenNoSeq = eventFrameLen(0, v.exec, v.txn, v.payload) - 1
+	txnLen, payloadLen := escapedLen(v.txn), escapedLen(v.payload)
+	v.escTxn, v.escPayload = txnLen != int64(len(v.txn)), payloadLen != int64(len(v.payload))
+	v.lenNoSeq = int64(HeaderSize+eventFixedBodyLen+len(v.exec)) + txnLen + payloadLen
 	return v, nil
 }
 
