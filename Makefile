@@ -25,7 +25,8 @@ vet:
 lint: vet
 	@out=$$(gofmt -l . ); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-# Every fuzz target runs briefly (FUZZTIME each); seed corpora live under testdata/fuzz.
+# Every fuzz target runs briefly (FUZZTIME each: a duration or a count such as
+# 10000x; CI uses a count, see .ci/run); seed corpora live under testdata/fuzz.
 fuzz:
 	@set -e; for pkg in $$($(GO) list ./...); do \
 	  for t in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz' || true); do \
