@@ -15,6 +15,7 @@ import (
 	"gocloud.dev/blob/memblob"
 	"gocloud.dev/gcerrors"
 
+	"github.com/bucketlog/bucketlog/affinity"
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/blobtier/faultbucket"
 	"github.com/bucketlog/bucketlog/internal/emulator"
@@ -280,5 +281,80 @@ func TestUploaderRefusesACorruptSealedSegment(t *testing.T) {
 	}
 	if _, _, err := b.Get(ctx, blobtier.SegmentKey(9, 1)); err != nil {
 		t.Fatalf("RED: the rotten bytes should verify under their own digest: %v", err)
+	}
+}
+
+// TestNewOwnerHydratesOnlyItsOwnedShard: the only hydrate path is Open, and
+// it materializes exactly the owned shard. A fresh owner of shard 1 of 2
+// hydrates shard 1 and continues its sequence; shard 0, which it does not
+// own, is never written under its root (reads of it are cold and read-only,
+// an append to it is refused naming the owner), on the S3 emulator.
+func TestNewOwnerHydratesOnlyItsOwnedShard(t *testing.T) {
+	ctx := ctxT(t)
+	b := s3Bucket(t)
+	execFor := func(shard int) []string {
+		var ids []string
+		for i := 0; len(ids) < 3; i++ {
+			if id := fmt.Sprintf("exec-%d", i); affinity.ShardFor(id, 2) == shard {
+				ids = append(ids, id)
+			}
+		}
+		return ids
+	}
+	owned := map[int][]string{0: execFor(0), 1: execFor(1)}
+	for shard := range 2 {
+		l := mustOpen(t, Options{Dir: t.TempDir(), Bucket: b, ShardIndex: shard, ShardCount: 2, NoBackground: true})
+		for i := 1; i <= 4; i++ {
+			if _, err := l.Append(ctx, ev(owned[shard][i%3], i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := l.Ship(ctx, true); err != nil {
+			t.Fatal(err)
+		}
+		l.Close()
+	}
+
+	root := t.TempDir()
+	l := mustOpen(t, Options{Dir: root, Bucket: b, ShardIndex: 1, ShardCount: 2, NoBackground: true})
+	defer l.Close()
+	if rep := l.OpenReport(); !rep.Hydrated || rep.Shard != 1 {
+		t.Fatalf("open report: %+v", rep)
+	}
+	p, err := l.Scan(0, 100)
+	if err != nil || len(p.Records) != 4 {
+		t.Fatalf("hydrated shard 1: %d records, %v", len(p.Records), err)
+	}
+	for _, r := range p.Records {
+		if affinity.ShardFor(r.ExecutionID, 2) != 1 {
+			t.Fatalf("shard 1 holds %q of another shard", r.ExecutionID)
+		}
+	}
+	res, err := l.Append(ctx, ev(owned[1][0], 5))
+	if err != nil || res.Seq != 5 {
+		t.Fatalf("append after hydrate: %+v %v", res, err)
+	}
+	// Shard 0 is not ours: an append is refused naming its owner, a read is
+	// served cold, and neither leaves anything of shard 0 under our root.
+	_, err = l.Append(ctx, ev(owned[0][0], 9))
+	var ne *affinity.NotOwnerError
+	if !errors.As(err, &ne) || ne.Owner != 0 {
+		t.Fatalf("append of a shard-0 event: %v", err)
+	}
+	rr, err := l.ScanShard(0, 0, 100)
+	if err != nil || len(rr.Page.Records) != 4 || rr.ServedBy == affinity.ServedByOwnerResident {
+		t.Fatalf("cold read of shard 0: %d records served by %q, %v", len(rr.Page.Records), rr.ServedBy, err)
+	}
+	if _, err := os.Stat(localseg.ShardDir(root, 0)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("shard 0's directory under the owner of shard 1: %v", err)
+	}
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.Contains(e.Name(), filepath.Base(localseg.ShardDir(root, 0))) {
+			t.Fatalf("shard 0's %q under the owner of shard 1", e.Name())
+		}
 	}
 }
