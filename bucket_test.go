@@ -358,3 +358,62 @@ func TestNewOwnerHydratesOnlyItsOwnedShard(t *testing.T) {
 		}
 	}
 }
+
+// TestForeignSegmentObjectStopsShipping: a different object already under
+// one of the shard's segment keys (a second writer's upload) stops shipping
+// for the shard mid-run — an error naming the key, not ready, counted — and
+// the foreign object is neither overwritten nor taken as ours.
+func TestForeignSegmentObjectStopsShipping(t *testing.T) {
+	ctx := ctxT(t)
+	raw := memblob.OpenBucket(nil)
+	b := blobtier.New(raw, blobtier.Options{})
+	defer b.Close()
+	reg := prometheus.NewRegistry()
+	l := mustOpen(t, Options{Dir: t.TempDir(), Bucket: b, NoBackground: true, Registerer: reg})
+	defer l.Close()
+	for i := 1; i <= 3; i++ {
+		if _, err := l.Append(ctx, ev("1", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Another writer's sealed segment 1: self-consistent, different events.
+	other, err := localseg.Open(t.TempDir(), localseg.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 3; i++ {
+		other.Append(ev("9", i))
+	}
+	other.Seal()
+	foreign, err := other.ReadSegment(1)
+	other.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := blobtier.SegmentKey(0, 1)
+	if err := raw.WriteAll(ctx, key, foreign, &blob.WriterOptions{Metadata: blobtier.MetaOf(foreign, 0).Encode()}); err != nil {
+		t.Fatal(err)
+	}
+
+	_, err = l.Ship(ctx, true)
+	if !errors.Is(err, ErrSecondWriter) || !strings.Contains(err.Error(), key) {
+		t.Fatalf("ship over a foreign segment object: %v", err)
+	}
+	if ready, why := l.Health(); ready || !strings.Contains(why, key) {
+		t.Fatalf("health: %v %q", ready, why)
+	}
+	if got := testutil.ToFloat64(l.m.counter["second_writer_detected_total"]); got != 1 {
+		t.Fatalf("second_writer_detected_total = %v", got)
+	}
+	got, err := raw.ReadAll(ctx, key)
+	if err != nil || string(got) != string(foreign) {
+		t.Fatalf("the foreign object was replaced: %v", err)
+	}
+	if _, err := l.Ship(ctx, false); !errors.Is(err, ErrSecondWriter) {
+		t.Fatalf("shipping resumed after a second writer: %v", err)
+	}
+	// Appends still succeed locally.
+	if _, err := l.Append(ctx, ev("1", 4)); err != nil {
+		t.Fatal(err)
+	}
+}
