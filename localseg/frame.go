@@ -73,55 +73,11 @@ func putHeader(frame []byte) {
 
 var zeroHeader [HeaderSize]byte
 
-// checksumIEEE is crc32.ChecksumIEEE, faster for frame bodies: the
-// standard library checksums all but the last len%16 bytes with carry-less
-// multiplication and then takes those one byte and one table lookup at a
-// time, which costs a third of a ~300-byte body's checksum; here they go 8
-// at a time (slicing-by-8).
-func checksumIEEE(b []byte) uint32 {
-	n := len(b) &^ 15
-	if n < 64 {
-		return crc32.ChecksumIEEE(b)
-	}
-	crc := ^crc32.Update(0, crc32.IEEETable, b[:n])
-	p := b[n:]
-	t := &crcSlicing8
-	if len(p) >= 8 {
-		crc ^= uint32(p[0]) | uint32(p[1])<<8 | uint32(p[2])<<16 | uint32(p[3])<<24
-		crc = t[0][p[7]] ^ t[1][p[6]] ^ t[2][p[5]] ^ t[3][p[4]] ^
-			t[4][crc>>24] ^ t[5][crc>>16&0xff] ^ t[6][crc>>8&0xff] ^ t[7][crc&0xff]
-		p = p[8:]
-	}
-	for _, v := range p {
-		crc = t[0][byte(crc)^v] ^ crc>>8
-	}
-	return ^crc
-}
-
-// crcSlicing8 holds the slicing-by-8 tables of the reflected IEEE
-// polynomial: t[0] is the byte-at-a-time table, t[k][i] the CRC of byte i
-// followed by k zero bytes.
-var crcSlicing8 = func() (t [8][256]uint32) {
-	for i := range 256 {
-		c := uint32(i)
-		for range 8 {
-			if c&1 == 1 {
-				c = c>>1 ^ crc32.IEEE
-			} else {
-				c >>= 1
-			}
-		}
-		t[0][i] = c
-	}
-	for i := range 256 {
-		c := t[0][i]
-		for k := 1; k < 8; k++ {
-			c = t[0][c&0xff] ^ c>>8
-			t[k][i] = c
-		}
-	}
-	return t
-}()
+// checksumIEEE is the CRC of a frame body (IEEE polynomial, as SPEC §2
+// fixes it). It is the standard library's: a hand-kept slicing-by-8 for the
+// last len%16 bytes measured no faster on ~350-byte bodies (37 ns a body
+// either way) and is not worth a table of our own.
+func checksumIEEE(b []byte) uint32 { return crc32.ChecksumIEEE(b) }
 
 // appendEventFrame appends the frame of an Event. The strings must be valid
 // UTF-8 (the caller validated them).
