@@ -156,7 +156,7 @@ func (s *Store) locateRunLocked(first, n uint64) ([]loc, error) {
 }
 
 // maxReadSpan bounds one read of adjacent frames.
-const maxReadSpan = 1 << 20
+const maxReadSpan = 256 << 10
 
 // parallelReadMin is the size of a read above which readLocs splits it
 // among goroutines: each run is read, CRC-checked and parsed on its own, so
