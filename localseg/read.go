@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"sort"
 	"sync"
-	"unsafe"
 )
 
 // ensureIndex builds the read index if it is not built yet. After an O(1)
@@ -191,8 +190,18 @@ func (s *Store) readLocs(locs []loc) ([]Record, error) {
 	return out, nil
 }
 
+// readScratch holds the buffers that runs of frames are read into before
+// they are copied into the string their records share.
+var readScratch = sync.Pool{New: func() any { return new([]byte) }}
+
 // readLocsInto reads the events at locs into out (of the same length).
 func (s *Store) readLocsInto(locs []loc, out []Record) error {
+	sp := readScratch.Get().(*[]byte)
+	scratch := *sp
+	defer func() {
+		*sp = scratch[:0]
+		readScratch.Put(sp)
+	}()
 	for i := 0; i < len(locs); {
 		start, end := locs[i].off, locs[i].end
 		j := i + 1
@@ -214,17 +223,22 @@ func (s *Store) readLocsInto(locs []loc, out []Record) error {
 			}
 			end = start + HeaderSize + n
 		}
-		// A fresh buffer for each run, never written again after the
-		// read: the records' fields are substrings of it (one allocation
-		// and one copy a run, not three allocations a record).
-		buf, err := s.readRange(locs[i].seg, nil, start, end)
+		// The run is read into a reused scratch buffer (warm in the
+		// cache, never zeroed again) and checked there; the records'
+		// fields are substrings of one string copied from it (one
+		// allocation and one copy a run, not three allocations a record,
+		// and no clearing of fresh memory that the read overwrites).
+		buf, err := s.readRange(locs[i].seg, scratch[:0], start, end)
+		if cap(buf) <= maxReadSpan {
+			scratch = buf[:0]
+		}
 		if err != nil {
 			if errors.Is(err, ErrClosed) {
 				return err
 			}
 			return s.readErr(locs[i].seg, err)
 		}
-		page := unsafe.String(unsafe.SliceData(buf), len(buf))
+		page := string(buf)
 		for k := i; k < j; k++ {
 			rec, err := decodeRecord(buf, page, int(locs[k].off-start), locs[k])
 			if err != nil {
