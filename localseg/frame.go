@@ -296,6 +296,44 @@ func parseBodyFast(b []byte) (v bodyView, ok bool) { return parseBody(b, false) 
 // body it cannot parse goes to the validating paths.
 func parseBodyTrusted(b []byte) (v bodyView, ok bool) { return parseBody(b, true) }
 
+// parseEventPlain locates the fields of an event body that was validated
+// once and had no escape in any field (segIndex.plain), by the canonical
+// layout: one search for each identifier's closing quote, and the payload
+// runs to the closing literal. ok=false sends the body to parseBodyTrusted.
+func parseEventPlain(b []byte) (v bodyView, ok bool) {
+	if !bytes.HasPrefix(b, []byte(litEventOpen)) || !bytes.HasSuffix(b, []byte(litClose2)) {
+		return v, false
+	}
+	v.kind = KindEvent
+	var i int
+	if v.seq, i, ok = parseUintAt(b, len(litEventOpen)); !ok {
+		return v, false
+	}
+	field := func(lit string) (span, bool) {
+		if i, ok = litAt(b, i, lit); !ok {
+			return span{}, false
+		}
+		q := bytes.IndexByte(b[i:], '"')
+		if q < 0 {
+			return span{}, false
+		}
+		sp := span{lo: int32(i), hi: int32(i + q)}
+		i += q
+		return sp, true
+	}
+	if v.exec, ok = field(litExecID); !ok {
+		return v, false
+	}
+	if v.txn, ok = field(litTxnID); !ok {
+		return v, false
+	}
+	if i, ok = litAt(b, i, litPayload); !ok || i > len(b)-len(litClose2) {
+		return v, false
+	}
+	v.payload = span{lo: int32(i), hi: int32(len(b) - len(litClose2))}
+	return v, true
+}
+
 func parseBody(b []byte, trusted bool) (v bodyView, ok bool) {
 	var i int
 	switch {

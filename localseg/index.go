@@ -27,6 +27,11 @@ type segIndex struct {
 	first uint64 // sequence of the first event indexed in this segment
 	w     int    // bytes per offset: 3, or 4 for a segment of 16 MiB or more
 	offs  []byte
+	// plain: the replay that indexed every event here found no escape
+	// in any of their fields, so a read locates the fields by the frame
+	// layout without searching for backslashes. An event indexed any
+	// other way (an append, recovery) clears it.
+	plain bool
 }
 
 func (si *segIndex) n() int { return len(si.offs) / si.w }
@@ -152,7 +157,9 @@ func (x *index) segFor(id, seq uint64) *segIndex {
 // add indexes event seq, whose frame starts at off of segment id. Events
 // arrive in sequence order.
 func (x *index) add(id, seq uint64, off int64, exec string) {
-	x.segFor(id, seq).put(off)
+	si := x.segFor(id, seq)
+	si.put(off)
+	si.plain = false // its payload may hold escapes
 	l := x.execs[exec]
 	if l == nil {
 		l = &execList{}
@@ -165,7 +172,9 @@ func (x *index) add(id, seq uint64, off int64, exec string) {
 // addBytes is add for an execution id held in a byte slice (the replay
 // path); the map lookup does not allocate.
 func (x *index) addBytes(id, seq uint64, off int64, exec []byte) {
-	x.segFor(id, seq).put(off)
+	si := x.segFor(id, seq)
+	si.put(off)
+	si.plain = false // its payload may hold escapes
 	l := x.execs[string(exec)]
 	if l == nil {
 		l = &execList{}
@@ -184,6 +193,7 @@ func (x *index) addPiece(p *piece) {
 		for i := range p.n {
 			si.put(p.offs.off(i))
 		}
+		si.plain = si.plain && p.offs.plain
 	} else {
 		if k > 0 {
 			x.segs[k-1].trim()
@@ -209,10 +219,11 @@ func (x *index) addPiece(p *piece) {
 // loc is where an event's frame is: at off of segment seg, ending at or
 // before end (the next event's offset, or the segment's durable size).
 type loc struct {
-	seq uint64
-	seg uint64
-	off int64
-	end int64
+	seq   uint64
+	seg   uint64
+	off   int64
+	end   int64
+	plain bool // the segment's events have no escapes (segIndex.plain)
 }
 
 // locate finds seq. end is -1 when seq is the last event of its segment
@@ -224,7 +235,7 @@ func (x *index) locate(seq uint64) (loc, bool) {
 	}
 	si := &x.segs[i]
 	k := int(seq - si.first)
-	l := loc{seq: seq, seg: si.id, off: si.off(k), end: -1}
+	l := loc{seq: seq, seg: si.id, off: si.off(k), end: -1, plain: si.plain}
 	if k+1 < si.n() {
 		l.end = si.off(k + 1)
 	}

@@ -144,7 +144,7 @@ func (s *Store) locateRunLocked(first, n uint64) ([]loc, error) {
 		}
 		k, cnt := int(seq-si.first), si.n()
 		for ; k < cnt && seq < first+n; k, seq = k+1, seq+1 {
-			l := loc{seq: seq, seg: si.id, off: si.off(k), end: seg.size}
+			l := loc{seq: seq, seg: si.id, off: si.off(k), end: seg.size, plain: si.plain}
 			if k+1 < cnt {
 				l.end = si.off(k + 1)
 			}
@@ -261,8 +261,17 @@ func decodeRecord(b []byte, page string, o int, l loc) (Record, error) {
 	var rec Record
 	// Every indexed frame was validated by the replay that indexed it (or
 	// written by this package's encoder) and its CRC still matches: only
-	// locate its strings.
-	if v, ok := parseBodyTrusted(body); ok && v.kind == KindEvent {
+	// locate its strings (by the layout alone when the replay found no
+	// escape in the segment).
+	var v bodyView
+	ok := false
+	if l.plain {
+		v, ok = parseEventPlain(body)
+	}
+	if !ok {
+		v, ok = parseBodyTrusted(body)
+	}
+	if ok && v.kind == KindEvent {
 		at := o + HeaderSize
 		field := func(sp span) string {
 			if sp.esc {

@@ -74,6 +74,9 @@ func (p *piece) add(body []byte, off int64) error {
 	if ok {
 		if v.kind == KindEvent {
 			exec = spanBytes(body, v.exec)
+			if v.exec.esc || v.txn.esc || v.payload.esc {
+				p.offs.plain = false
+			}
 		} else {
 			consumer = spanBytes(body, v.consumr)
 		}
@@ -84,6 +87,9 @@ func (p *piece) add(body []byte, off int64) error {
 		}
 		v.kind, v.seq = f.Kind, f.Seq
 		exec, consumer = []byte(f.ExecutionID), []byte(f.Consumer)
+		if f.Kind == KindEvent {
+			p.offs.plain = false // laid out by another writer
+		}
 	}
 	if v.kind != KindEvent {
 		p.cons = append(p.cons, consFrame{kind: v.kind, name: string(consumer), seq: v.seq})
@@ -122,7 +128,7 @@ func (p *piece) reserve(rg segRange, scanned int) {
 // scanRange scans rg into a piece, reading through buf (grown when one
 // frame does not fit; the possibly new buffer is returned for reuse).
 func scanRange(open openSegFunc, rg segRange, buf []byte) (*piece, []byte) {
-	p := &piece{id: rg.id, offs: segIndex{id: rg.id, w: 3}}
+	p := &piece{id: rg.id, offs: segIndex{id: rg.id, w: 3, plain: true}}
 	if rg.to-rg.from > maxSegmentFile {
 		p.fail(rg.from, fmt.Errorf("%w: segment file of %d bytes is larger than any writer produces", ErrCorrupt, rg.to))
 		return p, buf
