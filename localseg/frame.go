@@ -300,14 +300,14 @@ func parseBodyTrusted(b []byte) (v bodyView, ok bool) { return parseBody(b, true
 // once and had no escape in any field (segIndex.plain), by the canonical
 // layout: one search for each identifier's closing quote, and the payload
 // runs to the closing literal. ok=false sends the body to parseBodyTrusted.
-func parseEventPlain(b []byte) (v bodyView, ok bool) {
+func parseEventPlain(b []byte, v *bodyView) (ok bool) {
 	if !bytes.HasPrefix(b, []byte(litEventOpen)) || !bytes.HasSuffix(b, []byte(litClose2)) {
-		return v, false
+		return false
 	}
 	v.kind = KindEvent
 	var i int
 	if v.seq, i, ok = parseUintAt(b, len(litEventOpen)); !ok {
-		return v, false
+		return false
 	}
 	field := func(lit string) (span, bool) {
 		if i, ok = litAt(b, i, lit); !ok {
@@ -322,16 +322,16 @@ func parseEventPlain(b []byte) (v bodyView, ok bool) {
 		return sp, true
 	}
 	if v.exec, ok = field(litExecID); !ok {
-		return v, false
+		return false
 	}
 	if v.txn, ok = field(litTxnID); !ok {
-		return v, false
+		return false
 	}
 	if i, ok = litAt(b, i, litPayload); !ok || i > len(b)-len(litClose2) {
-		return v, false
+		return false
 	}
 	v.payload = span{lo: int32(i), hi: int32(len(b) - len(litClose2))}
-	return v, true
+	return true
 }
 
 func parseBody(b []byte, trusted bool) (v bodyView, ok bool) {

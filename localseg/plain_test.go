@@ -16,14 +16,15 @@ func TestParseEventPlainAgrees(t *testing.T) {
 			if !ok {
 				t.Fatalf("canonical body refused: %q", body)
 			}
-			got, ok := parseEventPlain(body)
+			var got bodyView
+			ok = parseEventPlain(body, &got)
 			if !ok || got != want {
 				t.Fatalf("body %q: plain %+v %v, validating %+v", body, got, ok, want)
 			}
 		}
 	}
 	body := appendConsumerFrame(nil, KindAck, "c", 3)[HeaderSize:]
-	if _, ok := parseEventPlain(body); ok {
+	if parseEventPlain(body, new(bodyView)) {
 		t.Fatalf("an Ack body parsed as a plain event")
 	}
 }

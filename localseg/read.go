@@ -240,11 +240,9 @@ func (s *Store) readLocsInto(locs []loc, out []Record) error {
 		}
 		page := string(buf)
 		for k := i; k < j; k++ {
-			rec, err := decodeRecord(buf, page, int(locs[k].off-start), locs[k])
-			if err != nil {
+			if err := decodeRecord(&out[k], buf, page, int(locs[k].off-start), &locs[k]); err != nil {
 				return err
 			}
-			out[k] = rec
 		}
 		i = j
 	}
@@ -252,13 +250,13 @@ func (s *Store) readLocsInto(locs []loc, out []Record) error {
 }
 
 // decodeRecord decodes the event frame at b[o:], which the index says is
-// event l.seq; page is string(b).
-func decodeRecord(b []byte, page string, o int, l loc) (Record, error) {
+// event l.seq, into rec; page is string(b). It writes rec in place (a
+// record is too large to return and copy a million times cheaply).
+func decodeRecord(rec *Record, b []byte, page string, o int, l *loc) error {
 	_, body, err := frameAt(b, o)
 	if err != nil {
-		return Record{}, &CorruptionError{Segment: l.seg, Offset: l.off, Err: err}
+		return &CorruptionError{Segment: l.seg, Offset: l.off, Err: err}
 	}
-	var rec Record
 	// Every indexed frame was validated by the replay that indexed it (or
 	// written by this package's encoder) and its CRC still matches: only
 	// locate its strings (by the layout alone when the replay found no
@@ -266,11 +264,12 @@ func decodeRecord(b []byte, page string, o int, l loc) (Record, error) {
 	var v bodyView
 	ok := false
 	if l.plain {
-		v, ok = parseEventPlain(body)
+		ok = parseEventPlain(body, &v)
 	}
 	if !ok {
 		v, ok = parseBodyTrusted(body)
 	}
+	seq := uint64(0) // not an event: reported below
 	if ok && v.kind == KindEvent {
 		at := o + HeaderSize
 		field := func(sp span) string {
@@ -279,23 +278,24 @@ func decodeRecord(b []byte, page string, o int, l loc) (Record, error) {
 			}
 			return page[at+int(sp.lo) : at+int(sp.hi)]
 		}
-		rec = Record{Seq: v.seq, ExecutionID: field(v.exec), TransactionID: field(v.txn), Payload: field(v.payload)}
+		seq = v.seq
+		rec.Seq, rec.ExecutionID, rec.TransactionID, rec.Payload = v.seq, field(v.exec), field(v.txn), field(v.payload)
 	} else {
 		f, err := decodeBody(body)
 		if err != nil {
-			return Record{}, &CorruptionError{Segment: l.seg, Offset: l.off, Err: err}
+			return &CorruptionError{Segment: l.seg, Offset: l.off, Err: err}
 		}
-		if f.Kind != KindEvent {
-			rec.Seq = 0 // not an event: reported below
-		} else {
-			rec = Record{Seq: f.Seq, ExecutionID: f.ExecutionID, TransactionID: f.TransactionID, Payload: f.Payload}
+		if f.Kind == KindEvent {
+			seq = f.Seq
+			*rec = Record{Seq: f.Seq, ExecutionID: f.ExecutionID, TransactionID: f.TransactionID, Payload: f.Payload}
 		}
 	}
-	if rec.Seq != l.seq {
-		return Record{}, &CorruptionError{Segment: l.seg, Offset: l.off,
-			Err: fmt.Errorf("%w: the index locates event %d here, found another frame (sequence %d)", ErrCorrupt, l.seq, rec.Seq)}
+	if seq != l.seq {
+		*rec = Record{}
+		return &CorruptionError{Segment: l.seg, Offset: l.off,
+			Err: fmt.Errorf("%w: the index locates event %d here, found another frame (sequence %d)", ErrCorrupt, l.seq, seq)}
 	}
-	return rec, nil
+	return nil
 }
 
 // Scan returns up to limit records after sequence after, in order. A
