@@ -99,20 +99,7 @@ func TestDivergedDiskRefused(t *testing.T) {
 	l.Close()
 	// Replace the bucket's segment 1 by a different, self-consistent object
 	// (another history), as a foreign writer would have left it.
-	other := t.TempDir()
-	o, err := localseg.Open(other, localseg.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 1; i <= 3; i++ {
-		o.Append(ev("9", i))
-	}
-	o.Seal()
-	data, err := o.ReadSegment(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.Close()
+	data := foreignSegment(t)
 	key := blobtier.SegmentKey(0, 1)
 	w, err := raw.NewWriter(ctx, key, &blob.WriterOptions{Metadata: blobtier.MetaOf(data, 0).Encode()})
 	if err != nil {
@@ -376,26 +363,13 @@ func TestForeignSegmentObjectStopsShipping(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Another writer's sealed segment 1: self-consistent, different events.
-	other, err := localseg.Open(t.TempDir(), localseg.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 1; i <= 3; i++ {
-		other.Append(ev("9", i))
-	}
-	other.Seal()
-	foreign, err := other.ReadSegment(1)
-	other.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	foreign := foreignSegment(t)
 	key := blobtier.SegmentKey(0, 1)
 	if err := raw.WriteAll(ctx, key, foreign, &blob.WriterOptions{Metadata: blobtier.MetaOf(foreign, 0).Encode()}); err != nil {
 		t.Fatal(err)
 	}
 
-	_, err = l.Ship(ctx, true)
+	_, err := l.Ship(ctx, true)
 	if !errors.Is(err, ErrSecondWriter) || !strings.Contains(err.Error(), key) {
 		t.Fatalf("ship over a foreign segment object: %v", err)
 	}
@@ -416,4 +390,28 @@ func TestForeignSegmentObjectStopsShipping(t *testing.T) {
 	if _, err := l.Append(ctx, ev("1", 4)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// foreignSegment is another writer's sealed segment 1: self-consistent
+// frames of a different history (three events of execution "9").
+func foreignSegment(t *testing.T) []byte {
+	t.Helper()
+	o, err := localseg.Open(t.TempDir(), localseg.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	for i := 1; i <= 3; i++ {
+		if _, err := o.Append(ev("9", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := o.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := o.ReadSegment(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }

@@ -290,19 +290,7 @@ func BenchmarkScanAll(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				n := 0
-				for after := uint64(0); ; {
-					p, err := s.Scan(after, 1000)
-					if err != nil {
-						b.Fatal(err)
-					}
-					if len(p.Records) == 0 {
-						break
-					}
-					n += len(p.Records)
-					after = p.Records[len(p.Records)-1].Seq
-				}
-				if n != sz.events {
+				if n := scanEvery(b, s, 1000); n != sz.events {
 					b.Fatalf("%d records", n)
 				}
 				s.Close()

@@ -17,6 +17,28 @@ func cpuTime(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// scanEvery reads every record of s once in pages of page, checking each
+// payload's length, and returns how many it read.
+func scanEvery(b *testing.B, s *localseg.Store, page int) int {
+	n := 0
+	for after := uint64(0); ; {
+		p, err := s.Scan(after, page)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(p.Records) == 0 {
+			return n
+		}
+		for i := range p.Records {
+			if len(p.Records[i].Payload) != 256 {
+				b.Fatalf("seq %d: payload of %d bytes", p.Records[i].Seq, len(p.Records[i].Payload))
+			}
+		}
+		n += len(p.Records)
+		after = p.Records[len(p.Records)-1].Seq
+	}
+}
+
 // BenchmarkReadBack is BenchmarkScanAll the way the bench harness reads
 // (pages of 10000 after a writable open) and also reports the CPU time an
 // open and read-back costs: on a shared machine the wall time of a run
@@ -32,24 +54,7 @@ func BenchmarkReadBack(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				n := 0
-				for after := uint64(0); ; {
-					p, err := s.Scan(after, 10000)
-					if err != nil {
-						b.Fatal(err)
-					}
-					if len(p.Records) == 0 {
-						break
-					}
-					for i := range p.Records {
-						if len(p.Records[i].Payload) != 256 {
-							b.Fatalf("seq %d: payload of %d bytes", p.Records[i].Seq, len(p.Records[i].Payload))
-						}
-					}
-					n += len(p.Records)
-					after = p.Records[len(p.Records)-1].Seq
-				}
-				if n != sz.events {
+				if n := scanEvery(b, s, 10000); n != sz.events {
 					b.Fatalf("%d records", n)
 				}
 				if err := s.Close(); err != nil {
@@ -76,19 +81,7 @@ func BenchmarkScanPass(b *testing.B) {
 	b.SetBytes(1_000_000 * 256)
 	cpu0 := cpuTime(b)
 	for b.Loop() {
-		n := 0
-		for after := uint64(0); ; {
-			p, err := s.Scan(after, 10000)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if len(p.Records) == 0 {
-				break
-			}
-			n += len(p.Records)
-			after = p.Records[len(p.Records)-1].Seq
-		}
-		if n != 1_000_000 {
+		if n := scanEvery(b, s, 10000); n != 1_000_000 {
 			b.Fatalf("%d records", n)
 		}
 	}
