@@ -20,6 +20,7 @@ import (
 	"github.com/bucketlog/bucketlog/blobtier/faultbucket"
 	"github.com/bucketlog/bucketlog/internal/emulator"
 	"github.com/bucketlog/bucketlog/localseg"
+	"github.com/bucketlog/bucketlog/localseg/faultfs"
 )
 
 func s3Bucket(t *testing.T) blobtier.Bucket {
@@ -414,4 +415,121 @@ func foreignSegment(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// TestFirstOpenCrashSweep: the first Open of a shard on a new machine is
+// interrupted at every filesystem operation in turn (the shard directory,
+// the hydration, the writer lock, the first segment, the checkpoint,
+// bucket.json), then the process starts again: every restart opens, holds
+// exactly what the bucket held, and continues the sequence.
+func TestFirstOpenCrashSweep(t *testing.T) {
+	ctx := ctxT(t)
+	for _, full := range []bool{false, true} {
+		t.Run(fmt.Sprintf("bucket_with_events=%v", full), func(t *testing.T) {
+			b := memBucket(t)
+			want := 0
+			if full {
+				want = shipEvents(t, b, 5)
+			}
+			var k int64
+			for ; ; k++ {
+				root := t.TempDir()
+				crash := faultfs.CrashAt(k)
+				l, err := Open(ctx, Options{Dir: root, Bucket: b, NoBackground: true, FS: faultfs.Wrap(localseg.OSFS{}, crash)})
+				if _, crashed := crash.Crashed(); !crashed {
+					if err != nil {
+						t.Fatalf("open without a crash: %v", err)
+					}
+					l.Close()
+					break
+				}
+				if err == nil {
+					l.Close()
+				}
+				l, err = Open(ctx, Options{Dir: root, Bucket: b, NoBackground: true})
+				if err != nil {
+					t.Fatalf("restart after a crash at point %d: %v", k, err)
+				}
+				p, err := l.Scan(0, 100)
+				if err != nil || len(p.Records) != want {
+					t.Fatalf("restart after a crash at point %d: %d records (%v), want %d", k, len(p.Records), err, want)
+				}
+				if res, err := l.Append(ctx, ev("1", want+1)); err != nil || res.Seq != uint64(want+1) {
+					t.Fatalf("append after a crash at point %d: %+v %v", k, res, err)
+				}
+				// Close ships the tail: the bucket now holds one more.
+				if err := l.Close(); err != nil {
+					t.Fatal(err)
+				}
+				want++
+			}
+			if k < 10 {
+				t.Fatalf("only %d crash points: the sweep did not exercise the open", k)
+			}
+			t.Logf("%d crash points", k)
+		})
+	}
+}
+
+// TestOpenHydratesOverAStoreThatNeverStarted: a store's first open takes
+// the writer lock before it creates its first segment, so a crash (or a
+// full disk) in between leaves a shard directory holding only LOCK — for
+// instance on the first run of a service before its bucket was configured.
+// The crash is produced at every point of such an open until it leaves
+// exactly that; an Open with the bucket then hydrates the shard instead of
+// refusing the directory as not empty, and continues the sequence.
+func TestOpenHydratesOverAStoreThatNeverStarted(t *testing.T) {
+	ctx := ctxT(t)
+	b := s3Bucket(t)
+	want := shipEvents(t, b, 5)
+	for k := int64(0); ; k++ {
+		root := t.TempDir()
+		dir := localseg.ShardDir(root, 0)
+		crash := faultfs.CrashAt(k)
+		st, err := localseg.Open(dir, localseg.Options{FS: faultfs.Wrap(localseg.OSFS{}, crash)})
+		if _, crashed := crash.Crashed(); !crashed {
+			if err == nil {
+				st.Close()
+			}
+			t.Fatalf("no crash point of a first open left only LOCK (%d points)", k)
+		}
+		if err == nil {
+			st.Close()
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 1 || ents[0].Name() != "LOCK" {
+			continue
+		}
+		l, err := Open(ctx, Options{Dir: root, Bucket: b, NoBackground: true})
+		if err != nil {
+			t.Fatalf("open over a directory holding only LOCK (crash point %d): %v", k, err)
+		}
+		defer l.Close()
+		p, err := l.Scan(0, 100)
+		if err != nil || len(p.Records) != want || !l.OpenReport().Hydrated {
+			t.Fatalf("after hydrating over the unstarted store: %d records (%v), hydrated %v", len(p.Records), err, l.OpenReport().Hydrated)
+		}
+		if res, err := l.Append(ctx, ev("1", want+1)); err != nil || res.Seq != uint64(want+1) {
+			t.Fatalf("append: %+v %v", res, err)
+		}
+		t.Logf("crash point %d of a first open left only LOCK; Open hydrated %d events over it", k, want)
+		return
+	}
+}
+
+// shipEvents appends n events to a fresh owner of shard 0 shipping to b,
+// ships them with the active segment sealed, and closes it.
+func shipEvents(t *testing.T, b blobtier.Bucket, n int) int {
+	t.Helper()
+	ctx := ctxT(t)
+	o := mustOpen(t, Options{Dir: t.TempDir(), Bucket: b, NoBackground: true})
+	defer o.Close()
+	for i := 1; i <= n; i++ {
+		if _, err := o.Append(ctx, ev("1", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := o.Ship(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -6,7 +6,11 @@
 //
 //  1. Refuse a target directory that holds anything (ErrNotEmpty) or that is
 //     named shard-NNNN for another shard (ErrWrongShard). A restore never
-//     writes over a store.
+//     writes over a store. The one exception is a store that never started:
+//     a directory holding only the writer's LOCK (a crash or a full disk
+//     between the lock and the first segment). Its lock is taken first —
+//     held by a live writer, the restore is refused with localseg.ErrLocked
+//     — and then removed, so the directory counts as empty.
 //  2. Read the reclaim watermark, then the cursor object, then list the
 //     shard's segment and tail objects. The watermark comes first so that
 //     whatever it reclaims is skipped; the cursor object comes before the

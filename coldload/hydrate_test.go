@@ -141,6 +141,54 @@ func TestHydrateRefusesWhatItMustNotTouch(t *testing.T) {
 		mustErrIs(t, err, coldload.ErrWrongShard)
 		absentOrEmpty(t, dir)
 	})
+	t.Run("a store that never started (only its LOCK) is replaced", func(t *testing.T) {
+		// A crash or a full disk between the writer lock and the first
+		// segment leaves only LOCK: that directory must not block every
+		// later hydration of the shard.
+		dir := target(t, 2)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "LOCK"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := coldload.Hydrate(ctxT(t), b, 2, dir, coldload.Options{}); err != nil {
+			t.Fatalf("hydrate over an unstarted store: %v", err)
+		}
+		sameRecords(t, allRecords(t, openRO(t, dir)), o.records())
+	})
+	t.Run("a store being created by a live writer is refused", func(t *testing.T) {
+		dir := target(t, 2)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		held, err := localseg.OSFS{}.Lock(filepath.Join(dir, "LOCK"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer held.Close()
+		_, err = coldload.Hydrate(ctxT(t), b, 2, dir, coldload.Options{})
+		mustErrIs(t, err, localseg.ErrLocked)
+		if ents, _ := os.ReadDir(dir); len(ents) != 1 || ents[0].Name() != "LOCK" {
+			t.Fatalf("the live writer's directory changed: %v", ents)
+		}
+	})
+	t.Run("LOCK beside anything else is still not empty", func(t *testing.T) {
+		dir := target(t, 2)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"LOCK", "checkpoint.json"} {
+			if err := os.WriteFile(filepath.Join(dir, name), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := coldload.Hydrate(ctxT(t), b, 2, dir, coldload.Options{})
+		mustErrIs(t, err, coldload.ErrNotEmpty)
+		if ents, _ := os.ReadDir(dir); len(ents) != 2 {
+			t.Fatalf("the directory changed: %v", ents)
+		}
+	})
 	t.Run("an empty directory is fine", func(t *testing.T) {
 		dir := target(t, 2)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
