@@ -306,9 +306,21 @@ Output:
    "other_shards_untouched","second_pass_noop","divergence"}}`
 
 func runSharedGCDrive(c *cli, args []string) int {
-	f := newFlags("durable-eventlog-shared-gc", "--root DIR [--shard-count N] [--bucket URL]", sharedGCAbout)
+	return runPoolDrive(c, args, "durable-eventlog-shared-gc", sharedGCAbout, "the shared GC drive", reclaim.MaxSharedGCDriveShards,
+		func(dir string, n int, b blobtier.Bucket) (any, bool, *string, error) {
+			rep, err := reclaim.DriveSharedGC(dir, n, b)
+			return rep, rep.Holds(), rep.Report.Divergence, err
+		})
+}
+
+// runPoolDrive runs a drive over a pool of --shard-count replicas (2 to
+// maxShards) sharing one bucket (--bucket, or an in-process gofakes3): the
+// pool is checked before a bucket is started for it.
+func runPoolDrive(c *cli, args []string, name, about, what string, maxShards int,
+	drive func(dir string, n int, b blobtier.Bucket) (report any, holds bool, divergence *string, err error)) int {
+	f := newFlags(name, "--root DIR [--shard-count N] [--bucket URL]", about)
 	root := addDriveRoot(f, freshRoot)
-	n := f.Int("shard-count", 2, fmt.Sprintf("replicas in the pool, 2 to %d", reclaim.MaxSharedGCDriveShards))
+	n := f.Int("shard-count", 2, fmt.Sprintf("replicas in the pool, 2 to %d", maxShards))
 	url := f.String("bucket", "", "the bucket (default: an in-process gofakes3 S3 emulator)")
 	if stop, code := c.parse(f, args); stop {
 		return code
@@ -317,20 +329,19 @@ func runSharedGCDrive(c *cli, args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	// Refuse a bad pool before starting a bucket for it.
-	if *n < 2 || *n > reclaim.MaxSharedGCDriveShards {
-		return c.fail(usagef("the shared GC drive needs 2 to %d shards, got %d", reclaim.MaxSharedGCDriveShards, *n))
+	if *n < 2 || *n > maxShards {
+		return c.fail(usagef("%s needs 2 to %d shards, got %d", what, maxShards, *n))
 	}
 	b, closeB, err := c.driveBucket(f, *url)
 	if err != nil {
 		return c.fail(err)
 	}
 	defer closeB()
-	rep, err := reclaim.DriveSharedGC(dir, *n, b)
+	rep, holds, divergence, err := drive(dir, *n, b)
 	if err != nil {
 		return c.fail(err)
 	}
-	return c.driveOutcome(rep, rep.Holds(), rep.Report.Divergence)
+	return c.driveOutcome(rep, holds, divergence)
 }
 
 const sharedAbout = `
@@ -354,28 +365,9 @@ Output:
    "crash_recovery_from_shared_ok","shared_miss_ok","parity_ok","divergence"}}`
 
 func runSharedDrive(c *cli, args []string) int {
-	f := newFlags("durable-eventlog-shared", "--root DIR [--shard-count N] [--bucket URL]", sharedAbout)
-	root := addDriveRoot(f, freshRoot)
-	n := f.Int("shard-count", 2, fmt.Sprintf("replicas in the pool, 2 to %d", drives.MaxSharedShards))
-	url := f.String("bucket", "", "the bucket (default: an in-process gofakes3 S3 emulator)")
-	if stop, code := c.parse(f, args); stop {
-		return code
-	}
-	dir, err := root.value(f)
-	if err != nil {
-		return c.fail(err)
-	}
-	if *n < 2 || *n > drives.MaxSharedShards {
-		return c.fail(usagef("the shared drive needs 2 to %d shards, got %d", drives.MaxSharedShards, *n))
-	}
-	b, closeB, err := c.driveBucket(f, *url)
-	if err != nil {
-		return c.fail(err)
-	}
-	defer closeB()
-	rep, err := drives.Shared(dir, *n, b)
-	if err != nil {
-		return c.fail(err)
-	}
-	return c.driveOutcome(rep, rep.Holds(), rep.Report.Divergence)
+	return runPoolDrive(c, args, "durable-eventlog-shared", sharedAbout, "the shared drive", drives.MaxSharedShards,
+		func(dir string, n int, b blobtier.Bucket) (any, bool, *string, error) {
+			rep, err := drives.Shared(dir, n, b)
+			return rep, rep.Holds(), rep.Report.Divergence, err
+		})
 }

@@ -120,6 +120,31 @@ type storeFlags struct {
 	sealAge   time.Duration
 }
 
+// shardOptions resolves the engine options of a command that opens its
+// owned shard: the environment's, then the store flags, the shard pair (also
+// returned), the bucket and --tail-interval (when set; it must be positive).
+func (c *cli) shardOptions(f *flagSet, env envConfig, store *storeFlags, route *routeFlags, bucket *bucketFlag, tailInterval *time.Duration) (bucketlog.Options, affinity.Ownership, error) {
+	opts := c.options(env)
+	if err := store.apply(f, &opts); err != nil {
+		return opts, affinity.Ownership{}, err
+	}
+	own, err := route.ownership(f, env)
+	if err != nil {
+		return opts, own, err
+	}
+	opts.ShardIndex, opts.ShardCount = own.Index, own.Count
+	if opts.BucketURL, err = bucket.value(f, env); err != nil {
+		return opts, own, err
+	}
+	if f.isSet("tail-interval") {
+		if *tailInterval <= 0 {
+			return opts, own, usagef("--tail-interval %v must be positive", *tailInterval)
+		}
+		opts.TailInterval = *tailInterval
+	}
+	return opts, own, nil
+}
+
 func addStoreFlags(f *flagSet) *storeFlags {
 	s := &storeFlags{}
 	f.StringVar(&s.dir, "dir", "", "root `PATH` of the store; a shard lives in PATH/shard-NNNN (default "+bucketlog.DefaultDir+")")

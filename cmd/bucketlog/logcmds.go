@@ -265,23 +265,9 @@ func runAppend(c *cli, args []string) int {
 		return code
 	}
 	env := c.env()
-	opts := c.options(env)
-	if err := store.apply(f, &opts); err != nil {
-		return c.fail(err)
-	}
-	own, err := route.ownership(f, env)
+	opts, own, err := c.shardOptions(f, env, store, route, bucket, tailInterval)
 	if err != nil {
 		return c.fail(err)
-	}
-	opts.ShardIndex, opts.ShardCount = own.Index, own.Count
-	if opts.BucketURL, err = bucket.value(f, env); err != nil {
-		return c.fail(err)
-	}
-	if f.isSet("tail-interval") {
-		if *tailInterval <= 0 {
-			return c.fail(usagef("--tail-interval %v must be positive", *tailInterval))
-		}
-		opts.TailInterval = *tailInterval
 	}
 	if f.isSet("sync-wait") {
 		if *syncWait <= 0 {
