@@ -297,23 +297,8 @@ func TestManySegmentsColdLoadIntact(t *testing.T) {
 	// moment longer: a restore that ignored its bound would have more reads
 	// enter meanwhile. The test cannot pass by being slow: a fifth read
 	// would only ever add to the peak.
-	release := make(chan struct{})
-	var armed sync.Once
 	rec := &recorder{Reader: b}
-	rec.gate = func(string) {
-		if rec.inflight.Load() >= 4 {
-			armed.Do(func() {
-				go func() {
-					time.Sleep(200 * time.Millisecond)
-					close(release)
-				}()
-			})
-		}
-		select {
-		case <-release:
-		case <-time.After(time.Minute): // hang guard only
-		}
-	}
+	holdUntilInFlight(rec, 4)
 	var progress []coldload.Progress
 	dir, rep := mustHydrate(t, rec, 1, coldload.Options{Concurrency: 4, Progress: func(p coldload.Progress) {
 		progress = append(progress, p)
@@ -1072,23 +1057,8 @@ func TestManyTailObjectsReadWithinTheBound(t *testing.T) {
 	if n := len(listed(t, b, 0, blobtier.KindTail)); n != 30 {
 		t.Fatalf("%d tail objects, want 30", n)
 	}
-	release := make(chan struct{})
-	var armed sync.Once
 	rec := &recorder{Reader: b}
-	rec.gate = func(string) {
-		if rec.inflight.Load() >= 3 {
-			armed.Do(func() {
-				go func() {
-					time.Sleep(200 * time.Millisecond)
-					close(release)
-				}()
-			})
-		}
-		select {
-		case <-release:
-		case <-time.After(time.Minute): // hang guard only
-		}
-	}
+	holdUntilInFlight(rec, 3)
 	dir, rep := mustHydrate(t, rec, 0, coldload.Options{Concurrency: 3})
 	sameRecords(t, allRecords(t, openRO(t, dir)), o.records())
 	if rep.TailObjects != 30 || rep.TailRecords != 90 {
@@ -1172,5 +1142,27 @@ func TestFailedFsyncFailsTheRestore(t *testing.T) {
 	}
 	if !sawSide {
 		t.Fatal("no fsync of a recovered segment file was failed")
+	}
+}
+
+// holdUntilInFlight makes every read of rec wait until n are in flight at
+// once, then a moment longer, so a restore that ignored a bound of n would
+// have more reads enter meanwhile.
+func holdUntilInFlight(rec *recorder, n int64) {
+	release := make(chan struct{})
+	var armed sync.Once
+	rec.gate = func(string) {
+		if rec.inflight.Load() >= n {
+			armed.Do(func() {
+				go func() {
+					time.Sleep(200 * time.Millisecond)
+					close(release)
+				}()
+			})
+		}
+		select {
+		case <-release:
+		case <-time.After(time.Minute): // hang guard only
+		}
 	}
 }

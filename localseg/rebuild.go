@@ -69,27 +69,14 @@ func (p *piece) fail(off int64, err error) {
 
 // add takes the valid frame body found at off.
 func (p *piece) add(body []byte, off int64) error {
-	v, ok := parseBodyFast(body)
-	var exec, consumer []byte
-	if ok {
-		if v.kind == KindEvent {
-			exec = spanBytes(body, v.exec)
-			if v.exec.esc || v.txn.esc || v.payload.esc {
-				p.offs.plain = false
-			}
-		} else {
-			consumer = spanBytes(body, v.consumr)
-		}
-	} else {
-		f, err := decodeBodySlow(body)
-		if err != nil {
-			return err
-		}
-		v.kind, v.seq = f.Kind, f.Seq
-		exec, consumer = []byte(f.ExecutionID), []byte(f.Consumer)
-		if f.Kind == KindEvent {
-			p.offs.plain = false // laid out by another writer
-		}
+	v, exec, consumer, fast, err := bodyFields(body)
+	if err != nil {
+		return err
+	}
+	// A body laid out by another writer, or with an escape, cannot be
+	// read by the layout alone.
+	if v.kind == KindEvent && (!fast || v.exec.esc || v.txn.esc || v.payload.esc) {
+		p.offs.plain = false
 	}
 	if v.kind != KindEvent {
 		p.cons = append(p.cons, consFrame{kind: v.kind, name: string(consumer), seq: v.seq})

@@ -24,23 +24,30 @@ type replay struct {
 	frames int64
 }
 
+// bodyFields validates and parses a frame body: its kind and sequence, and
+// the execution id of an event or the consumer of a consumer frame. fast
+// reports the layout this package's encoder writes, whose spans v also
+// holds; other valid layouts take the general decoder.
+func bodyFields(body []byte) (v bodyView, exec, consumer []byte, fast bool, err error) {
+	if v, fast = parseBodyFast(body); fast {
+		if v.kind == KindEvent {
+			return v, spanBytes(body, v.exec), nil, true, nil
+		}
+		return v, nil, spanBytes(body, v.consumr), true, nil
+	}
+	f, err := decodeBodySlow(body)
+	if err != nil {
+		return bodyView{}, nil, nil, false, err
+	}
+	v.kind, v.seq = f.Kind, f.Seq
+	return v, []byte(f.ExecutionID), []byte(f.Consumer), false, nil
+}
+
 // apply applies the valid frame body found at off of segment id.
 func (r *replay) apply(id uint64, off int64, body []byte) error {
-	var exec, consumer []byte
-	v, ok := parseBodyFast(body)
-	if ok {
-		if v.kind == KindEvent {
-			exec = spanBytes(body, v.exec)
-		} else {
-			consumer = spanBytes(body, v.consumr)
-		}
-	} else {
-		f, err := decodeBodySlow(body)
-		if err != nil {
-			return err
-		}
-		v.kind, v.seq = f.Kind, f.Seq
-		exec, consumer = []byte(f.ExecutionID), []byte(f.Consumer)
+	v, exec, consumer, _, err := bodyFields(body)
+	if err != nil {
+		return err
 	}
 	switch v.kind {
 	case KindEvent:
