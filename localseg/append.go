@@ -393,6 +393,19 @@ func (s *Store) commitChunk(seg *segment, buf []byte, items []item, end int64, s
 			return fmt.Errorf("localseg: fdatasync segment %d: %w", seg.id, err)
 		}
 	}
+	if seg.ixb != nil && !seg.ixb.add(buf, items) {
+		seg.ixb = nil
+	}
+	if seal {
+		// Before the seal is published, so no replay can see the segment
+		// sealed without it and write it too.
+		if data := seg.ixb.finish(end); data != nil {
+			if err := writeSegIndex(s.fs, s.dir, seg.id, data); err != nil {
+				s.log.Debug("localseg: index file not written (the next replay reads the segment in full)", "dir", s.dir, "segment", seg.id, "err", err)
+			}
+		}
+		seg.ixb = nil
+	}
 	s.mu.Lock()
 	s.applyLocked(items)
 	var info SegmentInfo
@@ -439,7 +452,7 @@ func (s *Store) rollover(seg *segment, end int64) (*segment, error) {
 		f.Close()
 		return nil, fmt.Errorf("localseg: fsync directory %s: %w", s.dir, err)
 	}
-	return &segment{id: seg.id + 1, known: true, f: f}, nil
+	return &segment{id: seg.id + 1, known: true, f: f, ixb: newSegIdxBuilder(seg.id + 1)}, nil
 }
 
 // applyLocked publishes durable frames: tip, consumers, index, sizes.

@@ -38,7 +38,8 @@
 // recovery relies on both.
 //
 // A store directory holds seg-<16-digit decimal id>.eslog, checkpoint.json,
-// reclaim.json and LOCK. Segment ids start at 1 (after a reclaim, at the
+// reclaim.json and LOCK, and (beyond SPEC, a cache) seg-<id>.idx beside
+// sealed segments (see Read index). Segment ids start at 1 (after a reclaim, at the
 // reclaimed id + 1) and are never reused. A frame never spans two segments:
 // before a frame of F bytes, a non-empty active segment with len+F above
 // SegmentMaxBytes (default 8 MiB, at most 15 MiB) is sealed and the frame
@@ -144,6 +145,22 @@
 // about 6.8 bytes an event, maps included (IndexBytes reports it). A read
 // locates frames through the index and reads them with ReadAt, coalescing
 // adjacent frames; a per-execution read never scans the log.
+//
+// Index files. A sealed segment's part of the index (offsets, execution
+// ids, consumer frames) is also kept in seg-<id>.idx, written by the
+// writer when it seals a segment it wrote from its first byte, or by a
+// writable store's replay after it validated the whole segment. It records
+// the segment's length and the xxh64 of its bytes, and a replay uses it only
+// when the segment, read in full, still hashes to that: the bytes are then
+// exactly the ones written or validated, so every frame in them is valid.
+// Any change to the segment (a flipped bit, a torn or foreign write) sends
+// it to the frame-by-frame replay, so corruption is reported as without the
+// file, at the first read. A missing, torn, stale or foreign index file
+// costs a full replay of its segment and nothing else (and a writable store
+// then writes a valid one); it is never fsynced, reclaim removes it before
+// its segment, a writable open removes those at or below reclaim.json, and
+// a read-only open never writes one. Every read still checks each frame's
+// CRC, and a per-execution read checks each record's execution id.
 //
 // # Decisions where SPEC is silent
 //

@@ -26,7 +26,7 @@ func (r *replay) walkStrict(id uint64, data []byte, base int64) error {
 	open := func(uint64) (io.ReaderAt, func(), error) {
 		return offsetReaderAt{data, base}, func() {}, nil
 	}
-	return r.replayRanges(open, []segRange{{id: id, from: base, to: base + int64(len(data))}}, nil)
+	return r.replayRanges(open, nil, []segRange{{id: id, from: base, to: base + int64(len(data))}}, nil)
 }
 
 // offsetReaderAt reads b as the bytes of a file from offset base on.
@@ -46,3 +46,15 @@ func (o offsetReaderAt) ReadAt(p []byte, off int64) (int, error) {
 	}
 	return n, nil
 }
+
+// SkipSegmentDigestForTest makes replays trust index files without hashing
+// their segments (the RED control of the digest check) until the returned
+// function is called.
+func SkipSegmentDigestForTest() (restore func()) {
+	skipSegmentDigest.Store(true)
+	return func() { skipSegmentDigest.Store(false) }
+}
+
+// SegmentIndexLoadsForTest reports how many sealed segments the store's
+// replays took from their index files.
+func SegmentIndexLoadsForTest(s *Store) int64 { return s.idxLoads.Load() }

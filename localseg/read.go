@@ -39,8 +39,9 @@ func (s *Store) ensureIndex() error {
 	}()
 	snap := make([]segRange, len(s.segs))
 	for i, seg := range s.segs {
-		snap[i] = segRange{id: seg.id, to: seg.size}
+		snap[i] = segRange{id: seg.id, to: seg.size, sealed: seg.sealed}
 	}
+	ix := s.segIdxFiles()
 	r := &replay{tip: s.reclaimedSeq, cons: make(map[string]uint64), idx: newIndex()}
 	firsts := make(map[uint64]uint64, len(snap))
 	first := func(id, seq uint64) {
@@ -50,7 +51,7 @@ func (s *Store) ensureIndex() error {
 	}
 
 	s.mu.Unlock()
-	err := r.replayRanges(s.openReader, snap, first)
+	err := r.replayRanges(s.openReader, ix, snap, first)
 	s.mu.Lock()
 	if err == nil {
 		// Catch up with what became durable during the replay; s.mu
@@ -65,7 +66,7 @@ func (s *Store) ensureIndex() error {
 				more = append(more, rg)
 			}
 		}
-		err = r.replayRanges(s.openReader, more, first)
+		err = r.replayRanges(s.openReader, nil, more, first)
 	}
 	if err == nil && (r.tip != s.tip || !maps.Equal(r.cons, s.cons)) {
 		err = fmt.Errorf("%w: the segments replay to tip %d and %d consumers, the checkpoint said tip %d and %d consumers (delete checkpoint.json to recover from the segments)",
@@ -399,6 +400,14 @@ func (s *Store) ReadExecution(executionID string, after uint64, limit int) (Page
 	s.mu.Unlock()
 	if p.Records, err = s.readLocs(locs); err != nil {
 		return Page{}, err
+	}
+	for i := range p.Records {
+		// The per-execution lists come from replays or index files; a
+		// wrong one must not hand out another execution's event.
+		if got := p.Records[i].ExecutionID; got != exec {
+			return Page{}, &CorruptionError{Segment: locs[i].seg, Offset: locs[i].off,
+				Err: fmt.Errorf("%w: the index lists event %d under execution %q, its frame says %q", ErrCorrupt, locs[i].seq, exec, got)}
+		}
 	}
 	return p, nil
 }

@@ -2,6 +2,7 @@ package localseg
 
 import (
 	"fmt"
+	"github.com/cespare/xxhash/v2"
 	"io"
 	"runtime"
 	"slices"
@@ -37,6 +38,7 @@ const maxReplayWorkers = 8
 type segRange struct {
 	id       uint64
 	from, to int64
+	sealed   bool // the segment has a successor: its bytes never change
 }
 
 // openSegFunc opens segment id for reading; done releases it.
@@ -113,8 +115,10 @@ func (p *piece) reserve(rg segRange, scanned int) {
 }
 
 // scanRange scans rg into a piece, reading through buf (grown when one
-// frame does not fit; the possibly new buffer is returned for reuse).
-func scanRange(open openSegFunc, rg segRange, buf []byte) (*piece, []byte) {
+// frame does not fit; the possibly new buffer is returned for reuse). When
+// h is not nil it also hashes the bytes scanned (all of rg when the piece
+// has no error).
+func scanRange(open openSegFunc, rg segRange, buf []byte, h *xxhash.Digest) (*piece, []byte) {
 	p := &piece{id: rg.id, offs: segIndex{id: rg.id, w: 3, plain: true}}
 	if rg.to-rg.from > maxSegmentFile {
 		p.fail(rg.from, fmt.Errorf("%w: segment file of %d bytes is larger than any writer produces", ErrCorrupt, rg.to))
@@ -162,6 +166,9 @@ func scanRange(open openSegFunc, rg segRange, buf []byte) (*piece, []byte) {
 		if pos == rg.from && pos+int64(o) < rg.to {
 			p.reserve(rg, o)
 		}
+		if h != nil {
+			h.Write(data[:o])
+		}
 		pos += int64(o)
 	}
 	p.offs.trim()
@@ -204,7 +211,10 @@ func (r *replay) stitch(p *piece) error {
 // range's first event (for ranges that hold one) once it is stitched. It
 // returns the first error in log order and waits for its workers before
 // returning.
-func (r *replay) replayRanges(open openSegFunc, rgs []segRange, first func(id, seq uint64)) error {
+//
+// ix, when not nil, supplies whole sealed segments from their index files
+// (segindex.go).
+func (r *replay) replayRanges(open openSegFunc, ix *segIdxFiles, rgs []segRange, first func(id, seq uint64)) error {
 	stitch := func(p *piece) error {
 		if err := r.stitch(p); err != nil {
 			return err
@@ -219,7 +229,7 @@ func (r *replay) replayRanges(open openSegFunc, rgs []segRange, first func(id, s
 		var buf []byte
 		for _, rg := range rgs {
 			var p *piece
-			p, buf = scanRange(open, rg, buf)
+			p, buf = ix.scan(open, rg, buf)
 			if err := stitch(p); err != nil {
 				return err
 			}
@@ -248,7 +258,7 @@ func (r *replay) replayRanges(open openSegFunc, rgs []segRange, first func(id, s
 					return
 				}
 				var p *piece
-				p, buf = scanRange(open, rgs[i], buf)
+				p, buf = ix.scan(open, rgs[i], buf)
 				results[i] <- p
 			}
 		})

@@ -93,6 +93,11 @@ func (s *Store) Reclaim(throughSegment uint64) (res ReclaimResult, err error) {
 	gone := s.segs[:k]
 	s.mu.Unlock()
 	for _, seg := range gone {
+		// The index file first: one left without its segment would be
+		// an orphan (the next open removes those below the manifest).
+		if err := removeSegIndex(s.fs, s.dir, seg.id); err != nil {
+			s.log.Warn("localseg: unlink of a reclaimed segment's index file failed; the next open deletes it", "dir", s.dir, "segment", seg.id, "err", err)
+		}
 		if err := s.fs.Remove(s.segPath(seg.id)); err != nil {
 			s.log.Warn("localseg: unlink of a reclaimed segment failed; the next open deletes it", "dir", s.dir, "segment", seg.id, "err", err)
 			continue

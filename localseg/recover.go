@@ -263,6 +263,10 @@ func (s *Store) recover() error {
 			}
 		} else if strings.HasSuffix(name, tmpSuffix) && (strings.HasPrefix(name, segPrefix) || strings.HasPrefix(name, manifestName)) {
 			tmps = append(tmps, name)
+		} else if id, ok := parseSegmentIndexName(name); ok && id <= s.reclaimedSeg {
+			// The index file of a reclaimed segment (reclaim removes it
+			// first; a crash can interrupt that).
+			tmps = append(tmps, name)
 		}
 	}
 	slices.Sort(kept)
@@ -487,7 +491,7 @@ func (s *Store) recoverSegments(ids []uint64) error {
 		sealed := s.segs[:len(s.segs)-1]
 		rgs := make([]segRange, len(sealed))
 		for i, seg := range sealed {
-			rgs[i] = segRange{id: seg.id, to: seg.size}
+			rgs[i] = segRange{id: seg.id, to: seg.size, sealed: true}
 			seg.known = true // first stays 0 unless an event is found
 		}
 		open := func(id uint64) (io.ReaderAt, func(), error) {
@@ -497,7 +501,7 @@ func (s *Store) recoverSegments(ids []uint64) error {
 			}
 			return rf, func() { rf.Close() }, nil
 		}
-		err := r.replayRanges(open, rgs, func(id, seq uint64) { s.segByID(id).first = seq })
+		err := r.replayRanges(open, s.segIdxFiles(), rgs, func(id, seq uint64) { s.segByID(id).first = seq })
 		if err != nil {
 			return err
 		}
@@ -535,6 +539,11 @@ func (s *Store) recoverSegments(ids []uint64) error {
 	// later appends never sit in front of leftover bytes; re-write and
 	// fsync what is kept beyond the checkpoint, because bytes read back
 	// after a failed fsync may live only in the page cache; preallocate.
+	if end == 0 {
+		// This process writes the active segment from its first byte, so
+		// it can leave its index file when it seals it.
+		active.ixb = newSegIdxBuilder(highest)
+	}
 	rewriteFrom := max(ckLen, 0)
 	changed := false
 	if s.report.TornTailBytes > 0 || (size > end && !s.prealloc) {

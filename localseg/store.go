@@ -20,6 +20,10 @@ type segment struct {
 	known  bool   // first is known (false until probed after an O(1) open)
 	sealed bool   // has a successor; immutable
 	f      File   // the writer's handle (active segment of a writable store)
+	// ixb builds the segment's index file while the writer fills it; nil
+	// unless this process wrote it from its first byte. Only the holder
+	// of the writer role touches it.
+	ixb *segIdxBuilder
 }
 
 // headConsumer is a consumer as the frames queued so far leave it.
@@ -143,6 +147,7 @@ type Store struct {
 
 	// Read index, built lazily. Guarded by mu.
 	idx         *index
+	idxLoads    atomic.Int64 // sealed segments a replay took from their index files
 	idxBuilding bool
 	idxErr      error
 	reclaiming  bool
