@@ -203,16 +203,20 @@ func (x *index) addPiece(p *piece) {
 		x.segs = append(x.segs, si)
 	}
 	x.events += uint64(p.n)
+	lists := make([]*execList, len(p.nameEnds))
 	start := uint32(0)
-	for i, end := range p.ends {
-		exec := p.execs[start:end]
+	for i, end := range p.nameEnds {
+		exec := p.names[start:end]
 		start = end
 		l := x.execs[string(exec)]
 		if l == nil {
 			l = &execList{}
 			x.execs[string(exec)] = l
 		}
-		l.add(p.first + uint64(i))
+		lists[i] = l
+	}
+	for i, r := range p.refs {
+		lists[r].add(p.first + uint64(i))
 	}
 }
 

@@ -59,8 +59,14 @@ type piece struct {
 	firstOff int64  // its offset
 	n        int    // events
 	offs     segIndex
-	execs    []byte   // the execution ids of the events, concatenated
-	ends     []uint32 // the end of each event's id in execs
+	// The executions of the events: names holds each distinct id once
+	// (in order of first appearance), nameEnds the end of each in names,
+	// and refs the index of each event's execution, so the stitching
+	// looks an execution up once per piece, not once per event.
+	names    []byte
+	nameEnds []uint32
+	refs     []uint32
+	seen     map[string]uint32 // names while the piece is built
 	cons     []consFrame
 	err      error
 }
@@ -92,9 +98,23 @@ func (p *piece) add(body []byte, off int64) error {
 	}
 	p.n++
 	p.offs.put(off)
-	p.execs = append(p.execs, exec...)
-	p.ends = append(p.ends, uint32(len(p.execs)))
+	addExec(p, exec)
 	return nil
+}
+
+// addExec records the execution of the piece's next event.
+func addExec[T string | []byte](p *piece, exec T) {
+	r, ok := p.seen[string(exec)]
+	if !ok {
+		if p.seen == nil {
+			p.seen = make(map[string]uint32)
+		}
+		r = uint32(len(p.nameEnds))
+		p.names = append(p.names, exec...)
+		p.nameEnds = append(p.nameEnds, uint32(len(p.names)))
+		p.seen[string(exec)] = r
+	}
+	p.refs = append(p.refs, r)
 }
 
 // reserve sizes the piece's slices for all of rg from what its first
@@ -109,8 +129,7 @@ func (p *piece) reserve(rg segRange, scanned int) {
 		est := int64(v) * (rg.to - rg.from) / int64(scanned)
 		return int(est + est/8 + 16)
 	}
-	p.execs = slices.Grow(p.execs, scale(len(p.execs))-len(p.execs))
-	p.ends = slices.Grow(p.ends, scale(p.n)-len(p.ends))
+	p.refs = slices.Grow(p.refs, scale(p.n)-len(p.refs))
 	p.offs.offs = slices.Grow(p.offs.offs, scale(len(p.offs.offs))-len(p.offs.offs))
 }
 
@@ -172,6 +191,7 @@ func scanRange(open openSegFunc, rg segRange, buf []byte, h *xxhash.Digest) (*pi
 		pos += int64(o)
 	}
 	p.offs.trim()
+	p.seen = nil
 	return p, buf
 }
 

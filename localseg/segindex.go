@@ -36,11 +36,12 @@ import (
 //	 0 magic "BLIX"        4 version (1)
 //	 8 segment id         16 segment length       24 segment xxh64
 //	32 first sequence     40 offset of the first event
-//	48 events n           52 consumer frames c    56 bytes of execution ids
+//	48 events n           52 consumer frames c    56 executions d
 //	60 flags (bit 0: no escape in any event, segIndex.plain)
 //	61 offset width (3 or 4)                      62 zero
-//	64 n offsets of width bytes; n u16 execution id lengths; the ids;
-//	   c consumer frames: kind u8, sequence u64, name length u16, name.
+//	64 n offsets of width bytes; n u32 execution indexes (each new one is
+//	   the next of the d); d u16 execution id lengths; the ids; c consumer
+//	   frames: kind u8, sequence u64, name length u16, name.
 
 const (
 	segIdxSuffix  = ".idx"
@@ -64,8 +65,8 @@ func parseSegmentIndexName(name string) (uint64, bool) {
 // encodeSegIndex encodes the piece of a whole sealed segment of length size
 // whose bytes hash to digest.
 func encodeSegIndex(p *piece, size int64, digest uint64) []byte {
-	n := len(p.ends)
-	total := segIdxHeader + len(p.offs.offs) + 2*n + len(p.execs) + 8
+	n, d := len(p.refs), len(p.nameEnds)
+	total := segIdxHeader + len(p.offs.offs) + 4*n + 2*d + len(p.names) + 8
 	for _, c := range p.cons {
 		total += 11 + len(c.name)
 	}
@@ -82,18 +83,21 @@ func encodeSegIndex(p *piece, size int64, digest uint64) []byte {
 	}
 	le.PutUint32(b[48:], uint32(n))
 	le.PutUint32(b[52:], uint32(len(p.cons)))
-	le.PutUint32(b[56:], uint32(len(p.execs)))
+	le.PutUint32(b[56:], uint32(d))
 	if p.offs.plain {
 		b[60] = segIdxPlain
 	}
 	b[61] = byte(p.offs.w)
 	b = append(b, p.offs.offs...)
+	for _, r := range p.refs {
+		b = le.AppendUint32(b, r)
+	}
 	start := uint32(0)
-	for _, end := range p.ends {
+	for _, end := range p.nameEnds {
 		b = le.AppendUint16(b, uint16(end-start))
 		start = end
 	}
-	b = append(b, p.execs...)
+	b = append(b, p.names...)
 	for _, c := range p.cons {
 		b = append(b, byte(c.kind))
 		b = le.AppendUint64(b, c.seq)
@@ -120,10 +124,10 @@ func decodeSegIndex(b []byte, id uint64, size int64) (*piece, uint64, error) {
 		return nil, 0, errSegIdx
 	}
 	w := int(b[61])
-	n, c, execLen := int(le.Uint32(b[48:])), int(le.Uint32(b[52:])), int(le.Uint32(b[56:]))
+	n, c, d := int(le.Uint32(b[48:])), int(le.Uint32(b[52:])), int(le.Uint32(b[56:]))
 	// Every event takes a frame of more than HeaderSize bytes: a count
 	// the segment cannot hold is refused before anything is sized by it.
-	if (w != 3 && w != 4) || int64(n) > size/HeaderSize || int64(c) > size/HeaderSize || execLen > len(b) {
+	if (w != 3 && w != 4) || int64(n) > size/HeaderSize || int64(c) > size/HeaderSize || d > n {
 		return nil, 0, errSegIdx
 	}
 	p := &piece{id: id, n: n, offs: segIndex{id: id, w: w, plain: b[60]&segIdxPlain != 0}}
@@ -136,13 +140,12 @@ func decodeSegIndex(b []byte, id uint64, size int64) (*piece, uint64, error) {
 		return nil, 0, errSegIdx
 	}
 	rest := b[segIdxHeader:]
-	if len(rest) < n*w+2*n+execLen {
+	if len(rest) < n*w+4*n+2*d {
 		return nil, 0, errSegIdx
 	}
 	p.offs.offs = bytes.Clone(rest[:n*w])
-	lens := rest[n*w : n*w+2*n]
-	p.execs = bytes.Clone(rest[n*w+2*n : n*w+2*n+execLen])
-	rest = rest[n*w+2*n+execLen:]
+	refs, lens := rest[n*w:n*w+4*n], rest[n*w+4*n:n*w+4*n+2*d]
+	rest = rest[n*w+4*n+2*d:]
 	prev := int64(-1)
 	for i := range n {
 		off := p.offs.off(i)
@@ -151,22 +154,34 @@ func decodeSegIndex(b []byte, id uint64, size int64) (*piece, uint64, error) {
 		}
 		prev = off
 	}
-	p.ends = make([]uint32, n)
-	end := 0
+	// Executions are numbered in order of first appearance, each used.
+	p.refs = make([]uint32, n)
+	next := uint32(0)
 	for i := range n {
+		r := le.Uint32(refs[4*i:])
+		if r > next {
+			return nil, 0, errSegIdx
+		}
+		if r == next {
+			next++
+		}
+		p.refs[i] = r
+	}
+	if int(next) != d {
+		return nil, 0, errSegIdx
+	}
+	p.nameEnds = make([]uint32, d)
+	end := 0
+	for i := range d {
 		l := int(le.Uint16(lens[2*i:]))
-		if l < 1 || l > MaxIDLen {
+		if l < 1 || l > MaxIDLen || end+l > len(rest) {
 			return nil, 0, errSegIdx
 		}
 		end += l
-		if end > execLen {
-			return nil, 0, errSegIdx
-		}
-		p.ends[i] = uint32(end)
+		p.nameEnds[i] = uint32(end)
 	}
-	if end != execLen {
-		return nil, 0, errSegIdx
-	}
+	p.names = bytes.Clone(rest[:end])
+	rest = rest[end:]
 	p.cons = make([]consFrame, 0, c)
 	for range c {
 		if len(rest) < 11 {
@@ -232,8 +247,7 @@ func (b *segIdxBuilder) add(buf []byte, items []item) bool {
 		}
 		p.n++
 		p.offs.put(it.off)
-		p.execs = append(p.execs, it.name...)
-		p.ends = append(p.ends, uint32(len(p.execs)))
+		addExec(p, it.name)
 		// The encoder escapes nothing in an execution id, so a
 		// backslash in the body is an escape in the transaction id or
 		// the payload, which a scan records as a body that is not plain.
