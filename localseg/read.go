@@ -128,7 +128,7 @@ func (s *Store) locLocked(seq uint64) (loc, error) {
 // locateRunLocked locates the n sequences from first on, walking the
 // index's segments in order.
 func (s *Store) locateRunLocked(first, n uint64) ([]loc, error) {
-	locs := make([]loc, 0, n)
+	locs := getLocs(n)
 	if n == 0 {
 		return locs, nil
 	}
@@ -154,6 +154,21 @@ func (s *Store) locateRunLocked(first, n uint64) ([]loc, error) {
 	}
 	return locs, nil
 }
+
+// locPool recycles the location slices of scans (a page of 10k records
+// needs 400 KiB of them).
+var locPool sync.Pool
+
+// getLocs returns an empty slice with room for n locations.
+func getLocs(n uint64) []loc {
+	if p, ok := locPool.Get().(*[]loc); ok && uint64(cap(*p)) >= n {
+		return (*p)[:0]
+	}
+	return make([]loc, 0, n)
+}
+
+// putLocs gives back a slice of getLocs that nothing uses any more.
+func putLocs(locs []loc) { locPool.Put(&locs) }
 
 // maxReadSpan bounds one read of adjacent frames.
 const maxReadSpan = 256 << 10
@@ -328,7 +343,9 @@ func (s *Store) Scan(after uint64, limit int) (Page, error) {
 	if err != nil {
 		return Page{}, err
 	}
-	if p.Records, err = s.readLocs(locs); err != nil {
+	p.Records, err = s.readLocs(locs)
+	putLocs(locs)
+	if err != nil {
 		return Page{}, err
 	}
 	return p, nil
@@ -352,6 +369,7 @@ func (s *Store) readAfter(cursor uint64, limit int) ([]Record, uint64, error) {
 		return nil, 0, err
 	}
 	recs, err := s.readLocs(locs)
+	putLocs(locs)
 	return recs, count, err
 }
 
