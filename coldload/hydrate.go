@@ -512,6 +512,11 @@ func adoptSegments(fsys localseg.FS, synced func(path string) bool, side, dir st
 		if err := fsys.Rename(from, filepath.Join(dir, name)); err != nil {
 			return fmt.Errorf("coldload: move segment %d: %w", id, err)
 		}
+		// Its index file, when the append store left one: a cache the
+		// first read uses only if the segment still hashes to its
+		// digest, so a failure to move it costs that read a full parse.
+		idx := localseg.SegmentIndexFileName(id)
+		_ = fsys.Rename(filepath.Join(side, idx), filepath.Join(dir, idx))
 	}
 	if want == first {
 		return fmt.Errorf("coldload: the append store holds no segment")

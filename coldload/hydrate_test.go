@@ -1090,6 +1090,18 @@ func TestRecoveredTailRollsOverSegments(t *testing.T) {
 	if len(snap.Segments) < 4 || snap.Segments[0].ID != 1 {
 		t.Fatalf("segments %+v: want the tail spread over several from id 1", snap.Segments)
 	}
+	// The segments the restore sealed arrive with their index files, so
+	// the new owner's first read loads them instead of parsing.
+	for _, sg := range snap.Segments[:len(snap.Segments)-1] {
+		if _, err := os.Stat(filepath.Join(dir, localseg.SegmentIndexFileName(sg.ID))); err != nil {
+			t.Fatalf("segment %d restored without its index file: %v", sg.ID, err)
+		}
+	}
+	rw := openRW(t, dir)
+	sameRecords(t, allRecords(t, rw), o.records())
+	if n := rw.IndexFileLoads(); n != int64(len(snap.Segments)-1) {
+		t.Fatalf("the first read took %d segments from index files, want %d", n, len(snap.Segments)-1)
+	}
 }
 
 // The frames recovered from tail objects reach the disk through one fsync

@@ -54,7 +54,3 @@ func SkipSegmentDigestForTest() (restore func()) {
 	skipSegmentDigest.Store(true)
 	return func() { skipSegmentDigest.Store(false) }
 }
-
-// SegmentIndexLoadsForTest reports how many sealed segments the store's
-// replays took from their index files.
-func SegmentIndexLoadsForTest(s *Store) int64 { return s.idxLoads.Load() }

@@ -316,7 +316,7 @@ func (s *Store) createFirstSegment() error {
 	if err != nil {
 		return err
 	}
-	s.segs = []*segment{{id: id, known: true, f: f}}
+	s.segs = []*segment{{id: id, known: true, f: f, ixb: newSegIdxBuilder(id)}}
 	if err := s.fs.SyncDir(s.dir); err != nil {
 		return fmt.Errorf("localseg: fsync directory %s: %w", s.dir, err)
 	}

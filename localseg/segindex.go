@@ -276,6 +276,11 @@ type segIdxFiles struct {
 	loaded *atomic.Int64 // segments taken from their index files
 }
 
+// IndexFileLoads reports how many sealed segments this store's replays took
+// from their index files instead of parsing them (a diagnostic: 0 after a
+// replay means every segment was read frame by frame).
+func (s *Store) IndexFileLoads() int64 { return s.idxLoads.Load() }
+
 // segIdxFiles is how the store's replays use index files.
 func (s *Store) segIdxFiles() *segIdxFiles {
 	return &segIdxFiles{fs: s.fs, dir: s.dir, write: !s.readOnly, loaded: &s.idxLoads}

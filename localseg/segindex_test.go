@@ -81,15 +81,25 @@ func writeMixedStore(t *testing.T, dir string) []localseg.Event {
 // ids, consumer frames, the plain flag), and reads through either are the
 // same.
 func TestSegmentIndexFilesMatchAReplay(t *testing.T) {
+	// A writer that never reads (so never replays) leaves one for every
+	// segment it sealed, its first included.
+	plain := t.TempDir()
+	s := openT(t, plain, small)
+	appendMany(t, s, 40, 3)
+	closeT(t, s)
+	if n, sealed := len(idxFiles(t, plain)), len(segFiles(t, plain))-1; n != sealed || sealed < 3 {
+		t.Fatalf("a writer left %d index files for %d sealed segments", n, sealed)
+	}
+
 	dir := t.TempDir()
 	evs := writeMixedStore(t, dir)
 	written := idxFiles(t, dir)
 	if sealed := len(segFiles(t, dir)) - 1; len(written) != sealed || sealed < 5 {
 		t.Fatalf("%d index files for %d sealed segments", len(written), sealed)
 	}
-	s := openT(t, dir, small)
+	s = openT(t, dir, small)
 	wantRecords(t, scanAll(t, s), evs, 1)
-	if n := localseg.SegmentIndexLoadsForTest(s); n != int64(len(written)) {
+	if n := s.IndexFileLoads(); n != int64(len(written)) {
 		t.Fatalf("the first read took %d segments from index files, want all %d", n, len(written))
 	}
 	closeT(t, s)
@@ -97,7 +107,7 @@ func TestSegmentIndexFilesMatchAReplay(t *testing.T) {
 	removeIdxFiles(t, dir)
 	s = openT(t, dir, small)
 	wantRecords(t, scanAll(t, s), evs, 1)
-	if n := localseg.SegmentIndexLoadsForTest(s); n != 0 {
+	if n := s.IndexFileLoads(); n != 0 {
 		t.Fatalf("%d segments taken from index files that do not exist", n)
 	}
 	p, err := s.ReadExecution("e1", 0, 100)
