@@ -185,7 +185,7 @@ func (s *Store) enqueueEventLocked(v *validEvent, seq uint64) {
 	b := s.pend
 	start := len(b.buf)
 	b.buf = v.appendFrame(b.buf, seq)
-	b.items = append(b.items, item{start: start, end: len(b.buf), kind: KindEvent, seq: seq, name: v.exec})
+	b.items = append(b.items, item{start: start, end: len(b.buf), kind: KindEvent, seq: seq, name: v.exec, esc: v.escTxn || v.escPayload})
 	s.nextSeq = seq + 1
 }
 
@@ -389,11 +389,26 @@ func (s *Store) commitChunk(seg *segment, buf []byte, items []item, end int64, s
 			return err
 		}
 	} else if len(items) > 0 {
-		if err := s.datasync(seg.f, false); err != nil {
+		// A large group is hashed for the index file while the
+		// fdatasync waits, not after it (where it would delay every
+		// append of the group); a small one costs less than a goroutine.
+		var indexed chan bool
+		if ixb := seg.ixb; ixb != nil && items[len(items)-1].end-items[0].start >= overlapIndexMin {
+			indexed = make(chan bool, 1)
+			go func() { indexed <- ixb.add(buf, items) }()
+		}
+		err := s.datasync(seg.f, false)
+		if indexed != nil && !<-indexed {
+			seg.ixb = nil
+		}
+		if err != nil {
 			return fmt.Errorf("localseg: fdatasync segment %d: %w", seg.id, err)
 		}
+		if indexed == nil && seg.ixb != nil && !seg.ixb.add(buf, items) {
+			seg.ixb = nil
+		}
 	}
-	if seg.ixb != nil && !seg.ixb.add(buf, items) {
+	if seal && seg.ixb != nil && !seg.ixb.add(buf, items) {
 		seg.ixb = nil
 	}
 	if seal {
@@ -430,6 +445,10 @@ func (s *Store) commitChunk(seg *segment, buf []byte, items []item, end int64, s
 	}
 	return err
 }
+
+// overlapIndexMin is the size of a group from which its index-file
+// bookkeeping runs beside its fdatasync.
+const overlapIndexMin = 32 << 10
 
 // rollover seals seg at end and creates its successor.
 func (s *Store) rollover(seg *segment, end int64) (*segment, error) {

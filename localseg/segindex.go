@@ -248,10 +248,8 @@ func (b *segIdxBuilder) add(buf []byte, items []item) bool {
 		p.n++
 		p.offs.put(it.off)
 		addExec(p, it.name)
-		// The encoder escapes nothing in an execution id, so a
-		// backslash in the body is an escape in the transaction id or
-		// the payload, which a scan records as a body that is not plain.
-		if bytes.IndexByte(buf[it.start+HeaderSize:it.end], '\\') >= 0 {
+		// A scan records a body with an escape as not plain.
+		if it.esc {
 			p.offs.plain = false
 		}
 	}

@@ -38,6 +38,7 @@ type item struct {
 	kind       FrameKind
 	seq        uint64
 	name       string // execution id or consumer
+	esc        bool   // an event whose body holds an escape
 	// Placed by the writer.
 	seg *segment
 	off int64
