@@ -383,33 +383,21 @@ func (s *Store) commitChunk(seg *segment, buf []byte, items []item, end int64, s
 		}
 	}
 	var next *segment
-	if seal {
-		var err error
-		if next, err = s.rollover(seg, end); err != nil {
+	err := seg.indexAlongside(buf, items, func() (err error) {
+		if seal {
+			next, err = s.rollover(seg, end)
 			return err
 		}
-	} else if len(items) > 0 {
-		// A large group is hashed for the index file while the
-		// fdatasync waits, not after it (where it would delay every
-		// append of the group); a small one costs less than a goroutine.
-		var indexed chan bool
-		if ixb := seg.ixb; ixb != nil && items[len(items)-1].end-items[0].start >= overlapIndexMin {
-			indexed = make(chan bool, 1)
-			go func() { indexed <- ixb.add(buf, items) }()
+		if len(items) == 0 {
+			return nil
 		}
-		err := s.datasync(seg.f, false)
-		if indexed != nil && !<-indexed {
-			seg.ixb = nil
-		}
-		if err != nil {
+		if err := s.datasync(seg.f, false); err != nil {
 			return fmt.Errorf("localseg: fdatasync segment %d: %w", seg.id, err)
 		}
-		if indexed == nil && seg.ixb != nil && !seg.ixb.add(buf, items) {
-			seg.ixb = nil
-		}
-	}
-	if seal && seg.ixb != nil && !seg.ixb.add(buf, items) {
-		seg.ixb = nil
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if seal {
 		// Before the seal is published, so no replay can see the segment
@@ -439,7 +427,7 @@ func (s *Store) commitChunk(seg *segment, buf []byte, items []item, end int64, s
 		return nil
 	}
 	old.Close()
-	err := s.writeCheckpoint(true)
+	err = s.writeCheckpoint(true)
 	if s.obs != nil {
 		s.obs.Sealed(info)
 	}
@@ -449,6 +437,34 @@ func (s *Store) commitChunk(seg *segment, buf []byte, items []item, end int64, s
 // overlapIndexMin is the size of a group from which its index-file
 // bookkeeping runs beside its fdatasync.
 const overlapIndexMin = 32 << 10
+
+// indexAlongside runs durable (the chunk's fdatasync, or the seal) and adds
+// the chunk's frames, which buf holds, to the segment's index-file builder.
+// A large chunk is added on another goroutine while durable waits, not
+// after it, where it would delay every append of the group; a small one
+// costs less than a goroutine. A builder that cannot take the frames is
+// dropped (the segment then gets no index file from the writer). The caller
+// holds the writer role, the only owner of seg.ixb.
+func (seg *segment) indexAlongside(buf []byte, items []item, durable func() error) error {
+	ixb := seg.ixb
+	if ixb == nil || len(items) == 0 {
+		return durable()
+	}
+	var ok bool
+	var err error
+	if items[len(items)-1].end-items[0].start >= overlapIndexMin {
+		done := make(chan bool, 1)
+		go func() { done <- ixb.add(buf, items) }()
+		err = durable()
+		ok = <-done
+	} else if err = durable(); err == nil {
+		ok = ixb.add(buf, items)
+	}
+	if !ok {
+		seg.ixb = nil
+	}
+	return err
+}
 
 // rollover seals seg at end and creates its successor.
 func (s *Store) rollover(seg *segment, end int64) (*segment, error) {
