@@ -18,7 +18,12 @@
 //     the bucket when the listing began (the owner writes the cursor only
 //     after the tail put it describes succeeded). No object at all is
 //     ErrEmpty unless AllowEmpty: a wrong prefix must not look like an
-//     empty log.
+//     empty log. A damaged cursor object (it fails verification or does
+//     not decode) does not stop the restore: it goes on without it, takes
+//     the consumers from the frames alone, skips the shipped_through check
+//     and reports Report.CursorDamaged (and a warning); Verify lists it as
+//     a corrupt object and checks the rest of the shard. A cursor object
+//     that cannot be read at all (the bucket fails) is still an error.
 //  3. Write the watermark as reclaim.json first, so the store's base offset
 //     holds and its segment ids start above every reclaimed one.
 //  4. Read the segments above the watermark segment in parallel

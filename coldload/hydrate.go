@@ -41,6 +41,12 @@ type Options struct {
 	// AllowEmpty accepts a bucket holding nothing for the shard: the result
 	// is an empty store. Without it that is ErrEmpty.
 	AllowEmpty bool
+	// AllowWatermarkAhead accepts a reclaim watermark that the bucket's own
+	// objects do not support (see ErrWatermarkAhead): the restore then takes
+	// the watermark as it is (an empty log at its base, when nothing lies
+	// above it) and reports it in Report.WatermarkAhead. Without it that is
+	// a *WatermarkAheadError and nothing is written.
+	AllowWatermarkAhead bool
 	// Store configures the store Hydrate opens to append recovered frames;
 	// its FS (default localseg.OSFS) is used for every file operation.
 	// ReadOnly is ignored.
@@ -127,6 +133,17 @@ type Report struct {
 	ShippedThrough uint64          `json:"shipped_through"`
 	Consumers      int             `json:"consumers"`
 	ClampedCursors []ClampedCursor `json:"clamped_cursors"`
+	// ConsumersDeleted lists consumers the restored frames still carry but
+	// the cursor object, written after those frames, no longer lists: their
+	// owner deleted them, and the restore deletes them too.
+	ConsumersDeleted []string `json:"consumers_deleted"`
+	// CursorDamaged reports that the cursor object failed verification or
+	// did not decode: the restore went on without it (consumers from the
+	// frames alone, no shipped_through check; ShippedThrough is 0).
+	CursorDamaged bool `json:"cursor_damaged"`
+	// WatermarkAhead is set (to the reason) when AllowWatermarkAhead let a
+	// restore take a watermark the bucket's objects do not support.
+	WatermarkAhead string `json:"watermark_ahead,omitempty"`
 	// Gaps lists the holes AllowPartial stepped over (or, with AllowPartial,
 	// the shortfall below shipped_through is in Short).
 	Gaps     []*GapError `json:"gaps"`
@@ -256,7 +273,7 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 	if p.hasMark {
 		rep.Objects++
 	}
-	if p.hasCursor {
+	if p.hasCursor || p.cursorErr != nil {
 		rep.Objects++
 	}
 	rep.Base, rep.BaseSegment = p.mark.Seq, p.mark.Segment
@@ -264,6 +281,11 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 	rep.Unparsed = p.unparsed
 	rep.ShippedThrough = p.cursor.ShippedThrough
 	rep.NextSegment = p.nextSegment()
+	if p.cursorErr != nil {
+		rep.CursorDamaged = true
+		opts.Logger.Warn("coldload: the cursor object is damaged; restoring without it: consumers come from the frames, shipped_through is not checked",
+			"shard", shard, "err", p.cursorErr)
+	}
 	if p.empty() {
 		rep.Empty = true
 		if !opts.AllowEmpty {

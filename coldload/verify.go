@@ -38,6 +38,9 @@ const (
 	ProblemCursor   = "cursor"   // the cursor object points past what the bucket holds
 	ProblemMissing  = "missing"  // listed, then not found
 	ProblemIO       = "io"       // a read failed
+	// ProblemWatermark: the watermark claims more than the objects support
+	// (ErrWatermarkAhead).
+	ProblemWatermark = "watermark"
 )
 
 // Problem is one finding of Verify.
@@ -152,11 +155,16 @@ func verifyShard(ctx context.Context, b Reader, shard uint32, conc int, prog *pr
 	if p.hasMark {
 		reads++
 	}
-	if p.hasCursor {
+	if p.hasCursor || p.cursorErr != nil {
 		reads++
 	}
 
 	h := &run{r: b, p: p, collect: true, conc: conc, prog: prog, seen: make([]atomic.Bool, len(p.tails))}
+	if p.cursorErr != nil {
+		// A damaged cursor object is a problem of its own; the rest of the
+		// shard can still be judged (a restore goes on without it too).
+		h.fail(p.cursorErr)
+	}
 	items := h.segmentItems()
 	sr.Segments = len(items)
 	sr.TailObjects = len(p.tails)
