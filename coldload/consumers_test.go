@@ -3,6 +3,7 @@ package coldload_test
 import (
 	"context"
 	"github.com/bucketlog/bucketlog/coldload"
+	"github.com/bucketlog/bucketlog/tailbatch"
 	"testing"
 )
 
@@ -97,6 +98,27 @@ func TestRestoreKeepsADeletedConsumerDeleted(t *testing.T) {
 		o.pullAck("late", 3)
 		o.seal()
 		o.publish() // the segment holds ConsumerCreate late, Ack 3
+		dir, _ := mustHydrate(t, b, 0, coldload.Options{})
+		if got := consumersOf(t, dir); len(got) != 1 || got["late"] != 3 {
+			t.Fatalf("consumers after restore %+v, want late at 3", got)
+		}
+	})
+	t.Run("a consumer created after the cursor object's last write, in a tail object, survives", func(t *testing.T) {
+		b, _ := memBucket(t)
+		o := newOwner(t, b, 0, 1<<20)
+		o.append(5)
+		o.ship() // cursor {} at 5
+		o.pullAck("late", 3)
+		o.append(1)
+		// The tail object 6..6 (carrying ConsumerCreate late, Ack 3) lands;
+		// the cursor object write that would follow does not happen.
+		batches, err := o.rep.Prepare(o.st)
+		if err != nil || len(batches) != 1 {
+			t.Fatalf("prepare: %v %v", batches, err)
+		}
+		if err := tailbatch.Upload(context.Background(), b, o.st, batches[0]); err != nil {
+			t.Fatal(err)
+		}
 		dir, _ := mustHydrate(t, b, 0, coldload.Options{})
 		if got := consumersOf(t, dir); len(got) != 1 || got["late"] != 3 {
 			t.Fatalf("consumers after restore %+v, want late at 3", got)

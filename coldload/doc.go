@@ -49,14 +49,23 @@
 //     order, through AppendRecovered (the ordinary durable append path; one
 //     fsync per 4 MiB of frames). Objects are read in parallel but applied
 //     in order; at most Concurrency of them are held at once.
-//  7. Apply the cursor object: every consumer is created and acked to its
-//     cursor clamped to the recovered tip (clamped ones are reported); a
-//     consumer the restored frames already carry further keeps its position
-//     (replay keeps the higher ack). A consumer deleted after the cursor
-//     object was last written comes back, since the object still lists it
-//     (a lost cursor update means redelivery, never loss); deleting it again
-//     is the remedy. Then check the restore reached the cursor object's
-//     shipped_through (*ShortError unless AllowPartial).
+//  7. Apply the cursor object: its consumers, each clamped to the recovered
+//     tip (clamped ones are reported), with the consumer frames positioned
+//     at or after its shipped_through event replayed on top. The cursor
+//     object was written after every frame before that event, so it is the
+//     newer word on those: a consumer the restored frames carry but the
+//     cursor object no longer lists was deleted by its owner (its
+//     ConsumerDelete never shipped: a tail object ends at its last event),
+//     and the restore deletes it too (Report.ConsumersDeleted). Frames after
+//     that event may be newer than the cursor object, so a consumer created
+//     after its last write is kept, and one whose ConsumerDelete the bucket
+//     holds stays deleted. A cursor is never lowered (a consumer the frames
+//     carry further keeps its position). A consumer deleted after the
+//     cursor object's last write whose ConsumerDelete the bucket never got
+//     comes back (a lost cursor update means redelivery, never loss);
+//     deleting it again is the remedy. See consumers.go. Then check the
+//     restore reached the cursor object's shipped_through (*ShortError
+//     unless AllowPartial).
 //  8. Fsync the directory once and rename it into place.
 //
 // Steps 6 and 7 append to a side store, not to the restored directory:

@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -17,7 +15,6 @@ import (
 
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/localseg"
-	"github.com/bucketlog/bucketlog/tailbatch"
 )
 
 // Defaults of Options.
@@ -266,6 +263,9 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 	defer cancel()
 	h := &run{r: b, p: p, fsys: opts.Store.FS, dir: tmp, conc: opts.Concurrency,
 		prog: &progress{fn: opts.Progress}, seen: make([]atomic.Bool, len(p.tails)), cancel: cancel}
+	if p.hasCursor {
+		h.cons = newConsumerTracker(p.cursor.ShippedThrough)
+	}
 	defer func() {
 		rep.Objects += int(h.reads.Load())
 		rep.Bytes += h.readBytes.Load()
@@ -418,15 +418,21 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 	if st != nil && st.Tip() != tip {
 		return rep, p, fmt.Errorf("coldload: recovered through sequence %d, the store says %d", tip, st.Tip())
 	}
-	if len(p.cursor.Consumers) > 0 && tip > 0 {
-		s, err := open()
-		if err != nil {
-			return rep, p, err
+	if h.cons != nil && tip > 0 {
+		cp := planConsumers(h.cons, p.cursor.Consumers, tip)
+		rep.ClampedCursors, rep.Consumers, rep.ConsumersDeleted = cp.clamped, cp.count, cp.deleted
+		if len(cp.frames) > 0 {
+			s, err := open()
+			if err != nil {
+				return rep, p, err
+			}
+			if err := s.AppendRecovered(cp.frames); err != nil {
+				return rep, p, fmt.Errorf("coldload: apply the cursor object: %w", err)
+			}
 		}
-		clamped, n, err := applyCursor(s, p.cursor, tip)
-		rep.ClampedCursors, rep.Consumers = clamped, n
-		if err != nil {
-			return rep, p, err
+		if len(cp.deleted) > 0 {
+			opts.Logger.Info("coldload: consumers the cursor object no longer lists were deleted by their owner; deleted here too",
+				"shard", shard, "consumers", cp.deleted)
 		}
 	}
 	if tip > p.mark.Seq {
@@ -464,33 +470,6 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 		return rep, p, fmt.Errorf("coldload: sync %s: %w", tmp, err)
 	}
 	return rep, p, nil
-}
-
-// applyCursor creates the cursor object's consumers and acks each to its
-// cursor, clamped to the recovered tip (and reported when clamped). The
-// append store does not know the consumers the restored segments carry, and
-// needs not: replay makes ConsumerCreate of a live consumer a no-op and
-// keeps the higher of two acks, so a consumer the restored frames already
-// carry further keeps its position. An empty store gets no consumer (a pull
-// of an empty store creates none either); the caller does not call it then.
-func applyCursor(st *localseg.Store, c tailbatch.Cursor, tip uint64) ([]ClampedCursor, int, error) {
-	var clamped []ClampedCursor
-	var frames []localseg.Frame
-	for _, name := range slices.Sorted(maps.Keys(c.Consumers)) {
-		seq := c.Consumers[name]
-		if seq > tip {
-			clamped = append(clamped, ClampedCursor{Consumer: name, Cursor: seq, ClampedTo: tip})
-			seq = tip
-		}
-		frames = append(frames, localseg.Frame{Kind: localseg.KindConsumerCreate, Consumer: name})
-		if seq > 0 {
-			frames = append(frames, localseg.Frame{Kind: localseg.KindAck, Consumer: name, Seq: seq})
-		}
-	}
-	if err := st.AppendRecovered(frames); err != nil {
-		return clamped, 0, fmt.Errorf("coldload: apply the cursor object: %w", err)
-	}
-	return clamped, len(c.Consumers), nil
 }
 
 // sideDir is the subdirectory of the restore's temporary directory where
