@@ -24,6 +24,21 @@
 //     and reports Report.CursorDamaged (and a warning); Verify lists it as
 //     a corrupt object and checks the rest of the shard. A cursor object
 //     that cannot be read at all (the bucket fails) is still an error.
+//     The watermark must be vouched for by another object before anything
+//     is written (plan.checkWatermark): the cursor object's shipped_through
+//     at or above it, a tail key reaching it, a segment object above its
+//     segment (whose content must then continue it), or its own segment,
+//     not yet deleted, ending exactly at it. Any one witness suffices: the
+//     cursor object lags the watermark by up to a tick, and a reclaim
+//     deletes the segments below it; after a GC that reclaimed everything
+//     the cursor object is the witness. A watermark nothing vouches for is
+//     forged or misplaced (it would restore as an empty log far above the
+//     real history): *WatermarkAheadError (ErrWatermarkAhead, also
+//     localseg.ErrInvalidState) unless AllowWatermarkAhead, which takes it
+//     as it is and reports it. A bucket with a watermark and no cursor
+//     object (written by every owner since tail shipping began, tail
+//     replication on or off) therefore needs a segment or tail object to
+//     vouch for it; one holding the watermark alone is refused.
 //  3. Write the watermark as reclaim.json first, so the store's base offset
 //     holds and its segment ids start above every reclaimed one.
 //  4. Read the segments above the watermark segment in parallel

@@ -247,9 +247,12 @@ func Hydrate(ctx context.Context, b Reader, shard uint32, dir string, opts Optio
 
 // retriable reports errors that a live owner can cause by changing the
 // bucket during the read: an object listed and then deleted, a hole where
-// a reclaim or a seal moved things, a shortfall after a cleanup.
+// a reclaim or a seal moved things, a shortfall after a cleanup, a
+// watermark committed and its objects deleted before the cursor object
+// caught up.
 func retriable(err error) bool {
-	return errors.Is(err, blobtier.ErrNotFound) || errors.Is(err, ErrGap) || errors.Is(err, ErrShort)
+	return errors.Is(err, blobtier.ErrNotFound) || errors.Is(err, ErrGap) || errors.Is(err, ErrShort) ||
+		errors.Is(err, ErrWatermarkAhead)
 }
 
 // hydrateInto runs one attempt into the empty directory tmp.
@@ -295,6 +298,13 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 			}
 			return rep, p, fmt.Errorf("%w: shard %d: %s (wrong bucket or prefix?)", ErrEmpty, shard, msg)
 		}
+	}
+	if e := p.checkWatermark(ctx, b); e != nil {
+		if !opts.AllowWatermarkAhead {
+			return rep, p, e
+		}
+		rep.WatermarkAhead = e.Error()
+		opts.Logger.Warn("coldload: taking a watermark the bucket's objects do not support, as asked", "shard", shard, "err", e)
 	}
 	fsys := opts.Store.FS
 

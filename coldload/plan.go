@@ -69,6 +69,12 @@ type plan struct {
 	maxLast []uint64
 	// orphanTails counts tail objects at or below the watermark: never read.
 	orphanTails int
+	// maxTailLast is the highest last sequence of any tail key listed,
+	// those below the watermark included (0 when none).
+	maxTailLast uint64
+	// markSeg is the segment object the watermark names, when listed (a
+	// reclaim's delete still to come): read only to support the watermark.
+	markSeg *segObj
 	// unparsed lists keys under the shard's segment or tail key space that
 	// do not parse, or that name another shard or kind: never read.
 	unparsed []string
@@ -132,6 +138,9 @@ func makePlan(ctx context.Context, r Reader, shard uint32) (*plan, error) {
 		id := info.Parsed.Segment
 		p.maxSegID = max(p.maxSegID, id)
 		if id <= p.mark.Segment {
+			if id == p.mark.Segment && id > 0 {
+				p.markSeg = &segObj{id: id, key: info.Key, size: info.Size}
+			}
 			p.orphanSegs++
 			continue
 		}
@@ -149,6 +158,7 @@ func makePlan(ctx context.Context, r Reader, shard uint32) (*plan, error) {
 			p.unparsed = append(p.unparsed, info.Key)
 			continue
 		}
+		p.maxTailLast = max(p.maxTailLast, k.LastSeq)
 		if k.LastSeq <= p.mark.Seq {
 			p.orphanTails++
 			continue
