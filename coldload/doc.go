@@ -38,7 +38,12 @@
 //     as it is and reports it. A bucket with a watermark and no cursor
 //     object (written by every owner since tail shipping began, tail
 //     replication on or off) therefore needs a segment or tail object to
-//     vouch for it; one holding the watermark alone is refused.
+//     vouch for it; one holding the watermark alone is refused. So is, in
+//     a narrow window, a real one: an owner that crashed after a GC
+//     reclaimed and deleted everything up to its tip but before its next
+//     cursor write. A restore retries while the bucket changes; for a dead
+//     owner's bucket an operator who knows the history was reclaimed uses
+//     AllowWatermarkAhead.
 //  3. Write the watermark as reclaim.json first, so the store's base offset
 //     holds and its segment ids start above every reclaimed one.
 //  4. Read the segments above the watermark segment in parallel
