@@ -169,6 +169,12 @@ func runRestore(c *cli, args []string) int {
 		}
 		return c.failWith(out, err)
 	}
+	if rep.CursorDamaged {
+		fmt.Fprintf(c.stderr, "restore: shard %d: warning: the cursor object is damaged; consumers come from the frames alone and shipped_through was not checked\n", n)
+	}
+	if rep.WatermarkAhead != "" {
+		fmt.Fprintf(c.stderr, "restore: shard %d: warning: %s\n", n, rep.WatermarkAhead)
+	}
 	fmt.Fprintf(c.stderr, "restore: shard %d: done: %s, sequences %d..%d, %.2fs\n", n, progressLine(lastP), rep.FirstSeq, rep.LastSeq, rep.Seconds)
 	return c.emit(out)
 }
