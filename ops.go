@@ -88,9 +88,12 @@ type RestoreOptions struct {
 	Dir          string
 	AllowPartial bool
 	AllowEmpty   bool
-	Concurrency  int
-	Progress     func(coldload.Progress)
-	FS           localseg.FS
+	// AllowWatermarkAhead takes a reclaim watermark the bucket's objects
+	// do not support (coldload.ErrWatermarkAhead) as it is.
+	AllowWatermarkAhead bool
+	Concurrency         int
+	Progress            func(coldload.Progress)
+	FS                  localseg.FS
 }
 
 // Restore rebuilds one shard from the bucket alone into an empty directory
@@ -118,11 +121,12 @@ func Restore(ctx context.Context, o RestoreOptions) (coldload.Report, error) {
 		fsys = localseg.OSFS{}
 	}
 	rep, err := coldload.Hydrate(ctx, b, uint32(o.Shard), dir, coldload.Options{
-		Concurrency:  o.Concurrency,
-		AllowPartial: o.AllowPartial,
-		AllowEmpty:   o.AllowEmpty,
-		Progress:     o.Progress,
-		Store:        localseg.Options{FS: fsys},
+		Concurrency:         o.Concurrency,
+		AllowPartial:        o.AllowPartial,
+		AllowEmpty:          o.AllowEmpty,
+		AllowWatermarkAhead: o.AllowWatermarkAhead,
+		Progress:            o.Progress,
+		Store:               localseg.Options{FS: fsys},
 	})
 	if err != nil {
 		return rep, restoreErr(err)
@@ -138,12 +142,14 @@ func Restore(ctx context.Context, o RestoreOptions) (coldload.Report, error) {
 }
 
 // restoreErr classifies a cold load's refusals: a gap, a short restore, an
-// empty bucket and a non-empty target are invalid states (exit 3); a
+// empty bucket, a watermark the objects do not support and a non-empty
+// target are invalid states (exit 3); a
 // corrupt object or a conflict is a storage error naming the key (exit 5).
 func restoreErr(err error) error {
 	switch {
 	case errors.Is(err, coldload.ErrGap), errors.Is(err, coldload.ErrShort),
-		errors.Is(err, coldload.ErrEmpty), errors.Is(err, coldload.ErrNotEmpty):
+		errors.Is(err, coldload.ErrEmpty), errors.Is(err, coldload.ErrNotEmpty),
+		errors.Is(err, coldload.ErrWatermarkAhead):
 		return fmt.Errorf("%w: %w", ErrInvalidState, err)
 	}
 	return err

@@ -18,7 +18,32 @@
 //     the bucket when the listing began (the owner writes the cursor only
 //     after the tail put it describes succeeded). No object at all is
 //     ErrEmpty unless AllowEmpty: a wrong prefix must not look like an
-//     empty log.
+//     empty log. A damaged cursor object (it fails verification or does
+//     not decode) does not stop the restore: it goes on without it, takes
+//     the consumers from the frames alone, skips the shipped_through check
+//     and reports Report.CursorDamaged (and a warning); Verify lists it as
+//     a corrupt object and checks the rest of the shard. A cursor object
+//     that cannot be read at all (the bucket fails) is still an error.
+//     The watermark must be vouched for by another object before anything
+//     is written (plan.checkWatermark): the cursor object's shipped_through
+//     at or above it, a tail key reaching it, a segment object above its
+//     segment (whose content must then continue it), or its own segment,
+//     not yet deleted, ending exactly at it. Any one witness suffices: the
+//     cursor object lags the watermark by up to a tick, and a reclaim
+//     deletes the segments below it; after a GC that reclaimed everything
+//     the cursor object is the witness. A watermark nothing vouches for is
+//     forged or misplaced (it would restore as an empty log far above the
+//     real history): *WatermarkAheadError (ErrWatermarkAhead, also
+//     localseg.ErrInvalidState) unless AllowWatermarkAhead, which takes it
+//     as it is and reports it. A bucket with a watermark and no cursor
+//     object (written by every owner since tail shipping began, tail
+//     replication on or off) therefore needs a segment or tail object to
+//     vouch for it; one holding the watermark alone is refused. So is, in
+//     a narrow window, a real one: an owner that crashed after a GC
+//     reclaimed and deleted everything up to its tip but before its next
+//     cursor write. A restore retries while the bucket changes; for a dead
+//     owner's bucket an operator who knows the history was reclaimed uses
+//     AllowWatermarkAhead.
 //  3. Write the watermark as reclaim.json first, so the store's base offset
 //     holds and its segment ids start above every reclaimed one.
 //  4. Read the segments above the watermark segment in parallel
@@ -44,14 +69,23 @@
 //     order, through AppendRecovered (the ordinary durable append path; one
 //     fsync per 4 MiB of frames). Objects are read in parallel but applied
 //     in order; at most Concurrency of them are held at once.
-//  7. Apply the cursor object: every consumer is created and acked to its
-//     cursor clamped to the recovered tip (clamped ones are reported); a
-//     consumer the restored frames already carry further keeps its position
-//     (replay keeps the higher ack). A consumer deleted after the cursor
-//     object was last written comes back, since the object still lists it
-//     (a lost cursor update means redelivery, never loss); deleting it again
-//     is the remedy. Then check the restore reached the cursor object's
-//     shipped_through (*ShortError unless AllowPartial).
+//  7. Apply the cursor object: its consumers, each clamped to the recovered
+//     tip (clamped ones are reported), with the consumer frames positioned
+//     at or after its shipped_through event replayed on top. The cursor
+//     object was written after every frame before that event, so it is the
+//     newer word on those: a consumer the restored frames carry but the
+//     cursor object no longer lists was deleted by its owner (its
+//     ConsumerDelete never shipped: a tail object ends at its last event),
+//     and the restore deletes it too (Report.ConsumersDeleted). Frames after
+//     that event may be newer than the cursor object, so a consumer created
+//     after its last write is kept, and one whose ConsumerDelete the bucket
+//     holds stays deleted. A cursor is never lowered (a consumer the frames
+//     carry further keeps its position). A consumer deleted after the
+//     cursor object's last write whose ConsumerDelete the bucket never got
+//     comes back (a lost cursor update means redelivery, never loss);
+//     deleting it again is the remedy. See consumers.go. Then check the
+//     restore reached the cursor object's shipped_through (*ShortError
+//     unless AllowPartial).
 //  8. Fsync the directory once and rename it into place.
 //
 // Steps 6 and 7 append to a side store, not to the restored directory:

@@ -35,6 +35,13 @@ var (
 	// sequences that disagree with its key or with its neighbours). See
 	// *ObjectError, which names the key.
 	ErrCorrupt = errors.New("coldload: corrupt object")
+	// ErrWatermarkAhead: the reclaim watermark claims more than the bucket's
+	// own objects support (above the cursor object's shipped_through and
+	// above every sequence the segment and tail objects hold): a forged or
+	// misplaced watermark would otherwise restore as an empty log and let a
+	// new owner append far above the real history. See *WatermarkAheadError;
+	// it also matches localseg.ErrInvalidState.
+	ErrWatermarkAhead = errors.New("coldload: the watermark is ahead of what the bucket holds")
 )
 
 // ObjectError names the bucket object an error is about. It matches
@@ -144,4 +151,47 @@ func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 // or the neighbours) that matches ErrCorrupt and localseg.ErrCorrupt.
 func corruptf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{localseg.ErrCorrupt}, args...)...)
+}
+
+// WatermarkAheadError describes a watermark the bucket's objects do not
+// support. HasCursor reports whether a readable cursor object was found
+// (ShippedThrough is its value); HighestTailSeq is the highest last sequence
+// of any tail object's key (0 when none); HighestSegment the highest segment
+// id listed (0 when none).
+type WatermarkAheadError struct {
+	Shard            uint32 `json:"shard"`
+	WatermarkSeq     uint64 `json:"watermark_sequence"`
+	WatermarkSegment uint64 `json:"watermark_segment"`
+	HasCursor        bool   `json:"has_cursor"`
+	ShippedThrough   uint64 `json:"shipped_through"`
+	HighestTailSeq   uint64 `json:"highest_tail_sequence"`
+	HighestSegment   uint64 `json:"highest_segment"`
+	// SegmentEnds is the last sequence of the segment object named by the
+	// watermark, when one is listed and holds events (0 otherwise).
+	SegmentEnds uint64 `json:"watermark_segment_ends,omitempty"`
+}
+
+func (e *WatermarkAheadError) Error() string {
+	cur := "no cursor object"
+	if e.HasCursor {
+		cur = fmt.Sprintf("the cursor object's shipped_through is %d", e.ShippedThrough)
+	}
+	seg := "no segment object"
+	if e.HighestSegment > 0 {
+		seg = fmt.Sprintf("the highest segment object is %d", e.HighestSegment)
+		if e.SegmentEnds > 0 {
+			seg += fmt.Sprintf(" (segment %d ends at sequence %d)", e.WatermarkSegment, e.SegmentEnds)
+		}
+	}
+	tail := "no tail object"
+	if e.HighestTailSeq > 0 {
+		tail = fmt.Sprintf("tail objects reach sequence %d", e.HighestTailSeq)
+	}
+	return fmt.Sprintf("coldload: shard %d: the watermark %s says sequences through %d (segment %d) were reclaimed, "+
+		"but %s, %s, and %s: a forged or misplaced watermark? (restore --allow-watermark-ahead accepts it)",
+		e.Shard, blobtier.WatermarkKey(e.Shard), e.WatermarkSeq, e.WatermarkSegment, cur, seg, tail)
+}
+
+func (e *WatermarkAheadError) Is(target error) bool {
+	return target == ErrWatermarkAhead || target == localseg.ErrInvalidState
 }

@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -17,7 +15,6 @@ import (
 
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/localseg"
-	"github.com/bucketlog/bucketlog/tailbatch"
 )
 
 // Defaults of Options.
@@ -41,6 +38,12 @@ type Options struct {
 	// AllowEmpty accepts a bucket holding nothing for the shard: the result
 	// is an empty store. Without it that is ErrEmpty.
 	AllowEmpty bool
+	// AllowWatermarkAhead accepts a reclaim watermark that the bucket's own
+	// objects do not support (see ErrWatermarkAhead): the restore then takes
+	// the watermark as it is (an empty log at its base, when nothing lies
+	// above it) and reports it in Report.WatermarkAhead. Without it that is
+	// a *WatermarkAheadError and nothing is written.
+	AllowWatermarkAhead bool
 	// Store configures the store Hydrate opens to append recovered frames;
 	// its FS (default localseg.OSFS) is used for every file operation.
 	// ReadOnly is ignored.
@@ -127,6 +130,17 @@ type Report struct {
 	ShippedThrough uint64          `json:"shipped_through"`
 	Consumers      int             `json:"consumers"`
 	ClampedCursors []ClampedCursor `json:"clamped_cursors"`
+	// ConsumersDeleted lists consumers the restored frames still carry but
+	// the cursor object, written after those frames, no longer lists: their
+	// owner deleted them, and the restore deletes them too.
+	ConsumersDeleted []string `json:"consumers_deleted"`
+	// CursorDamaged reports that the cursor object failed verification or
+	// did not decode: the restore went on without it (consumers from the
+	// frames alone, no shipped_through check; ShippedThrough is 0).
+	CursorDamaged bool `json:"cursor_damaged"`
+	// WatermarkAhead is set (to the reason) when AllowWatermarkAhead let a
+	// restore take a watermark the bucket's objects do not support.
+	WatermarkAhead string `json:"watermark_ahead,omitempty"`
 	// Gaps lists the holes AllowPartial stepped over (or, with AllowPartial,
 	// the shortfall below shipped_through is in Short).
 	Gaps     []*GapError `json:"gaps"`
@@ -233,9 +247,12 @@ func Hydrate(ctx context.Context, b Reader, shard uint32, dir string, opts Optio
 
 // retriable reports errors that a live owner can cause by changing the
 // bucket during the read: an object listed and then deleted, a hole where
-// a reclaim or a seal moved things, a shortfall after a cleanup.
+// a reclaim or a seal moved things, a shortfall after a cleanup, a
+// watermark committed and its objects deleted before the cursor object
+// caught up.
 func retriable(err error) bool {
-	return errors.Is(err, blobtier.ErrNotFound) || errors.Is(err, ErrGap) || errors.Is(err, ErrShort)
+	return errors.Is(err, blobtier.ErrNotFound) || errors.Is(err, ErrGap) || errors.Is(err, ErrShort) ||
+		errors.Is(err, ErrWatermarkAhead)
 }
 
 // hydrateInto runs one attempt into the empty directory tmp.
@@ -249,6 +266,9 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 	defer cancel()
 	h := &run{r: b, p: p, fsys: opts.Store.FS, dir: tmp, conc: opts.Concurrency,
 		prog: &progress{fn: opts.Progress}, seen: make([]atomic.Bool, len(p.tails)), cancel: cancel}
+	if p.hasCursor {
+		h.cons = newConsumerTracker(p.cursor.ShippedThrough)
+	}
 	defer func() {
 		rep.Objects += int(h.reads.Load())
 		rep.Bytes += h.readBytes.Load()
@@ -256,7 +276,7 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 	if p.hasMark {
 		rep.Objects++
 	}
-	if p.hasCursor {
+	if p.hasCursor || p.cursorErr != nil {
 		rep.Objects++
 	}
 	rep.Base, rep.BaseSegment = p.mark.Seq, p.mark.Segment
@@ -264,6 +284,11 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 	rep.Unparsed = p.unparsed
 	rep.ShippedThrough = p.cursor.ShippedThrough
 	rep.NextSegment = p.nextSegment()
+	if p.cursorErr != nil {
+		rep.CursorDamaged = true
+		opts.Logger.Warn("coldload: the cursor object is damaged; restoring without it: consumers come from the frames, shipped_through is not checked",
+			"shard", shard, "err", p.cursorErr)
+	}
 	if p.empty() {
 		rep.Empty = true
 		if !opts.AllowEmpty {
@@ -273,6 +298,13 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 			}
 			return rep, p, fmt.Errorf("%w: shard %d: %s (wrong bucket or prefix?)", ErrEmpty, shard, msg)
 		}
+	}
+	if e := p.checkWatermark(ctx, b); e != nil {
+		if !opts.AllowWatermarkAhead {
+			return rep, p, e
+		}
+		rep.WatermarkAhead = e.Error()
+		opts.Logger.Warn("coldload: taking a watermark the bucket's objects do not support, as asked", "shard", shard, "err", e)
 	}
 	fsys := opts.Store.FS
 
@@ -396,15 +428,21 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 	if st != nil && st.Tip() != tip {
 		return rep, p, fmt.Errorf("coldload: recovered through sequence %d, the store says %d", tip, st.Tip())
 	}
-	if len(p.cursor.Consumers) > 0 && tip > 0 {
-		s, err := open()
-		if err != nil {
-			return rep, p, err
+	if h.cons != nil && tip > 0 {
+		cp := planConsumers(h.cons, p.cursor.Consumers, tip)
+		rep.ClampedCursors, rep.Consumers, rep.ConsumersDeleted = cp.clamped, cp.count, cp.deleted
+		if len(cp.frames) > 0 {
+			s, err := open()
+			if err != nil {
+				return rep, p, err
+			}
+			if err := s.AppendRecovered(cp.frames); err != nil {
+				return rep, p, fmt.Errorf("coldload: apply the cursor object: %w", err)
+			}
 		}
-		clamped, n, err := applyCursor(s, p.cursor, tip)
-		rep.ClampedCursors, rep.Consumers = clamped, n
-		if err != nil {
-			return rep, p, err
+		if len(cp.deleted) > 0 {
+			opts.Logger.Info("coldload: consumers the cursor object no longer lists were deleted by their owner; deleted here too",
+				"shard", shard, "consumers", cp.deleted)
 		}
 	}
 	if tip > p.mark.Seq {
@@ -442,33 +480,6 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 		return rep, p, fmt.Errorf("coldload: sync %s: %w", tmp, err)
 	}
 	return rep, p, nil
-}
-
-// applyCursor creates the cursor object's consumers and acks each to its
-// cursor, clamped to the recovered tip (and reported when clamped). The
-// append store does not know the consumers the restored segments carry, and
-// needs not: replay makes ConsumerCreate of a live consumer a no-op and
-// keeps the higher of two acks, so a consumer the restored frames already
-// carry further keeps its position. An empty store gets no consumer (a pull
-// of an empty store creates none either); the caller does not call it then.
-func applyCursor(st *localseg.Store, c tailbatch.Cursor, tip uint64) ([]ClampedCursor, int, error) {
-	var clamped []ClampedCursor
-	var frames []localseg.Frame
-	for _, name := range slices.Sorted(maps.Keys(c.Consumers)) {
-		seq := c.Consumers[name]
-		if seq > tip {
-			clamped = append(clamped, ClampedCursor{Consumer: name, Cursor: seq, ClampedTo: tip})
-			seq = tip
-		}
-		frames = append(frames, localseg.Frame{Kind: localseg.KindConsumerCreate, Consumer: name})
-		if seq > 0 {
-			frames = append(frames, localseg.Frame{Kind: localseg.KindAck, Consumer: name, Seq: seq})
-		}
-	}
-	if err := st.AppendRecovered(frames); err != nil {
-		return clamped, 0, fmt.Errorf("coldload: apply the cursor object: %w", err)
-	}
-	return clamped, len(c.Consumers), nil
 }
 
 // sideDir is the subdirectory of the restore's temporary directory where

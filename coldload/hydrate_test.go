@@ -407,10 +407,13 @@ func TestHydrateAfterReclaimKeepsBaseAndIDs(t *testing.T) {
 }
 
 // Everything reclaimed and every tail object cleaned up: only the
-// watermark is left. The restore is an empty store at the base.
+// watermark and the cursor object are left (the cursor object vouches for
+// the watermark; without it see TestWatermarkSupportedByTheObjects). The
+// restore is an empty store at the base.
 func TestHydrateWatermarkOnly(t *testing.T) {
 	b, _ := memBucket(t)
 	putWatermark(t, b, 4, 500, 9)
+	putCursor(t, b, 4, tailbatch.Cursor{V: 2, ShippedThrough: 500})
 	dir, rep := mustHydrate(t, b, 4, coldload.Options{})
 	if rep.Empty || rep.NextSegment != 10 || rep.LastSeq != 0 {
 		t.Fatalf("report %+v", rep)

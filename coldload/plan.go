@@ -49,6 +49,10 @@ type plan struct {
 	hasMark   bool
 	cursor    tailbatch.Cursor
 	hasCursor bool
+	// cursorErr is set when the cursor object exists but is damaged (it
+	// fails verification or does not decode): the cold load goes on without
+	// it (hasCursor false, consumers from the frames alone).
+	cursorErr error
 	// segs are the segment objects above the watermark segment, in id order.
 	segs []segObj
 	// orphanSegs counts segment objects at or below the watermark segment
@@ -65,6 +69,12 @@ type plan struct {
 	maxLast []uint64
 	// orphanTails counts tail objects at or below the watermark: never read.
 	orphanTails int
+	// maxTailLast is the highest last sequence of any tail key listed,
+	// those below the watermark included (0 when none).
+	maxTailLast uint64
+	// markSeg is the segment object the watermark names, when listed (a
+	// reclaim's delete still to come): read only to support the watermark.
+	markSeg *segObj
 	// unparsed lists keys under the shard's segment or tail key space that
 	// do not parse, or that name another shard or kind: never read.
 	unparsed []string
@@ -72,7 +82,7 @@ type plan struct {
 
 // empty reports that the bucket holds no usable object for the shard.
 func (p *plan) empty() bool {
-	return !p.hasMark && !p.hasCursor && len(p.segs) == 0 && p.orphanSegs == 0 &&
+	return !p.hasMark && !p.hasCursor && p.cursorErr == nil && len(p.segs) == 0 && p.orphanSegs == 0 &&
 		len(p.tails) == 0 && p.orphanTails == 0
 }
 
@@ -102,13 +112,20 @@ func makePlan(ctx context.Context, r Reader, shard uint32) (*plan, error) {
 	}
 	p.mark, p.hasMark = m, ver != ""
 	c, ver, err := tailbatch.ReadCursor(ctx, r, shard)
-	if err != nil {
-		if errors.Is(err, tailbatch.ErrBadCursor) {
+	switch {
+	case err == nil:
+		p.cursor, p.hasCursor = c, ver != ""
+	case errors.Is(err, tailbatch.ErrBadCursor) || errors.Is(err, blobtier.ErrCorrupt):
+		// A damaged cursor object must not brick the restore: the segments
+		// and tail objects carry every consumer frame the bucket holds.
+		if !errors.Is(err, blobtier.ErrCorrupt) {
 			err = fmt.Errorf("%w: %w", blobtier.ErrCorrupt, err)
 		}
+		p.cursor = tailbatch.Cursor{Consumers: map[string]uint64{}}
+		p.cursorErr = &ObjectError{Key: blobtier.CursorKey(shard), Err: err}
+	default:
 		return nil, &ObjectError{Key: blobtier.CursorKey(shard), Err: err}
 	}
-	p.cursor, p.hasCursor = c, ver != ""
 
 	for info, err := range r.List(ctx, shard, blobtier.KindSegment) {
 		if err != nil {
@@ -121,6 +138,9 @@ func makePlan(ctx context.Context, r Reader, shard uint32) (*plan, error) {
 		id := info.Parsed.Segment
 		p.maxSegID = max(p.maxSegID, id)
 		if id <= p.mark.Segment {
+			if id == p.mark.Segment && id > 0 {
+				p.markSeg = &segObj{id: id, key: info.Key, size: info.Size}
+			}
 			p.orphanSegs++
 			continue
 		}
@@ -138,6 +158,7 @@ func makePlan(ctx context.Context, r Reader, shard uint32) (*plan, error) {
 			p.unparsed = append(p.unparsed, info.Key)
 			continue
 		}
+		p.maxTailLast = max(p.maxTailLast, k.LastSeq)
 		if k.LastSeq <= p.mark.Seq {
 			p.orphanTails++
 			continue

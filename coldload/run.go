@@ -67,6 +67,11 @@ type run struct {
 	// which tail objects still need a check of their own).
 	seen []atomic.Bool
 
+	// cons, when set (a Hydrate with a readable cursor object), gathers
+	// the restored consumer frames around the cursor object's
+	// shipped_through (see consumers.go).
+	cons *consumerTracker
+
 	// cancel aborts the whole pass (Hydrate only) after a fatal error.
 	cancel context.CancelFunc
 

@@ -21,6 +21,7 @@ type segItem struct {
 
 	done    bool // read (or failed); guarded by the checker's mutex after start
 	sum     localseg.SegmentSummary
+	cons    *segConsumers // its consumer frames (Hydrate with a cursor object)
 	err     error
 	written bool
 }
@@ -102,6 +103,12 @@ func (h *run) fetchSegment(ctx context.Context, it *segItem) {
 	// truncation at rest cannot pass for one: blobtier checked the length
 	// the metadata promised.)
 	it.sum = sum
+	if h.cons != nil && !it.probe {
+		if it.cons, err = scanSegmentConsumers(data, sum, h.cons.split); err != nil {
+			it.err = &ObjectError{Key: it.key, Err: err}
+			return
+		}
+	}
 	if sum.Events > 0 {
 		h.compareTails(ctx, it, data)
 	}
@@ -247,6 +254,11 @@ func (h *run) walkPrefix(ctx context.Context, items []*segItem) (prefixResult, e
 				h.markCovered(g)
 				return prefixResult{n: i, lastSeq: expectSeq - 1, gap: g}, nil
 			}
+		}
+		if h.cons != nil {
+			h.cons.addSegment(it.cons, expectSeq-1)
+		}
+		if it.sum.Events > 0 {
 			expectSeq = it.sum.LastSeq + 1
 		}
 		expectID++

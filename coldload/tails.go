@@ -160,6 +160,8 @@ func (h *run) tailPhase(ctx context.Context, start uint64, allowPartial bool, ap
 			if d.f.Kind == localseg.KindEvent {
 				win.add(d.f.Seq, ref{key: t.key, raw: d.raw})
 				res.cursor = d.f.Seq
+			} else if h.cons != nil {
+				h.cons.add(res.cursor, &d.f)
 			}
 			if apply != nil {
 				pending = append(pending, d.f)

@@ -38,6 +38,9 @@ const (
 	ProblemCursor   = "cursor"   // the cursor object points past what the bucket holds
 	ProblemMissing  = "missing"  // listed, then not found
 	ProblemIO       = "io"       // a read failed
+	// ProblemWatermark: the watermark claims more than the objects support
+	// (ErrWatermarkAhead).
+	ProblemWatermark = "watermark"
 )
 
 // Problem is one finding of Verify.
@@ -152,11 +155,19 @@ func verifyShard(ctx context.Context, b Reader, shard uint32, conc int, prog *pr
 	if p.hasMark {
 		reads++
 	}
-	if p.hasCursor {
+	if p.hasCursor || p.cursorErr != nil {
 		reads++
 	}
 
 	h := &run{r: b, p: p, collect: true, conc: conc, prog: prog, seen: make([]atomic.Bool, len(p.tails))}
+	if e := p.checkWatermark(ctx, b); e != nil {
+		h.fail(e)
+	}
+	if p.cursorErr != nil {
+		// A damaged cursor object is a problem of its own; the rest of the
+		// shard can still be judged (a restore goes on without it too).
+		h.fail(p.cursorErr)
+	}
 	items := h.segmentItems()
 	sr.Segments = len(items)
 	sr.TailObjects = len(p.tails)
@@ -284,12 +295,15 @@ func (c *cursorProblem) Error() string { return "coldload: cursor object " + c.k
 func problemOf(shard uint32, err error) Problem {
 	p := Problem{Shard: shard, Detail: err.Error(), Class: ProblemIO}
 	var (
+		we *WatermarkAheadError
 		ge *GapError
 		ce *ConflictError
 		oe *ObjectError
 		cp *cursorProblem
 	)
 	switch {
+	case errors.As(err, &we):
+		p.Class, p.Key = ProblemWatermark, blobtier.WatermarkKey(we.Shard)
 	case errors.As(err, &ce):
 		p.Class, p.Key = ProblemConflict, ce.OtherKey
 	case errors.As(err, &ge):

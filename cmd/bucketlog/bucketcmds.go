@@ -87,9 +87,15 @@ appends the tail objects that continue them, and applies the cursor object.
 It stops at the first gap (exit 3, naming the missing range) unless
 --allow-partial keeps the prefix; it checks it reached the cursor object's
 shipped_through; finding no object at all is exit 3 unless --allow-empty (a
-wrong prefix must not look like an empty log). Two objects with different
-bytes for one sequence (two writers) and a corrupt object are exit 5. The
-restored directory records the bucket, so the store ships there.
+wrong prefix must not look like an empty log). A reclaim watermark that
+nothing else in the bucket vouches for (above the cursor object's
+shipped_through and above every sequence the segment and tail objects hold)
+is exit 3 unless --allow-watermark-ahead takes it as it is. A damaged cursor
+object does not stop the restore: consumers then come from the frames
+alone, shipped_through is not checked, and cursor_damaged says so. Two
+objects with different bytes for one sequence (two writers) and a corrupt
+segment or tail object are exit 5. The restored directory records the
+bucket, so the store ships there.
 A progress line goes to stderr every second, and one at the end.
 
 Output (report fields):
@@ -107,15 +113,19 @@ Output (report fields):
   filler_segments        empty segment files a partial restore created
   shipped_through        the cursor object's shipped_through
   consumers, clamped_cursors   consumers restored, and cursors lowered to the restored tip
+  consumers_deleted      consumers the frames carry but the cursor object shows were deleted
+  cursor_damaged         the cursor object was damaged; restored without it
+  watermark_ahead        why the watermark was unsupported (--allow-watermark-ahead)
   gaps, short            what --allow-partial stepped over
   empty                  the bucket held nothing for the shard (--allow-empty)
   attempts               restarts because the bucket changed while it was read`
 
 func runRestore(c *cli, args []string) int {
-	s := newOneShard("restore", "--bucket URL --dir PATH [--shard N] [--allow-partial] [--allow-empty]", restoreAbout)
+	s := newOneShard("restore", "--bucket URL --dir PATH [--shard N] [--allow-partial] [--allow-empty] [--allow-watermark-ahead]", restoreAbout)
 	bucket := addBucketFlag(s.f, "the bucket to restore from (required)")
 	partial := s.f.Bool("allow-partial", false, "keep the contiguous prefix when the bucket's history has a hole or ends short of shipped_through")
 	allowEmpty := s.f.Bool("allow-empty", false, "accept a bucket holding nothing of the shard (an empty store)")
+	allowAhead := s.f.Bool("allow-watermark-ahead", false, "take a reclaim watermark that nothing else in the bucket vouches for as it is")
 	conc := s.f.Int("concurrency", 0, "objects downloaded at once (default 8)")
 	if stop, code := c.parse(s.f, args); stop {
 		return code
@@ -146,7 +156,8 @@ func runRestore(c *cli, args []string) int {
 	}
 	rep, err := bucketlog.Restore(c.ctx, bucketlog.RestoreOptions{
 		BucketURL: url, Shard: n, Dir: opts.Dir,
-		AllowPartial: *partial, AllowEmpty: *allowEmpty, Concurrency: *conc, Progress: progress,
+		AllowPartial: *partial, AllowEmpty: *allowEmpty, AllowWatermarkAhead: *allowAhead,
+		Concurrency: *conc, Progress: progress,
 	})
 	out := struct {
 		Action string `json:"action"`
@@ -157,6 +168,12 @@ func runRestore(c *cli, args []string) int {
 			return c.fail(err) // refused before reading anything: no report to show
 		}
 		return c.failWith(out, err)
+	}
+	if rep.CursorDamaged {
+		fmt.Fprintf(c.stderr, "restore: shard %d: warning: the cursor object is damaged; consumers come from the frames alone and shipped_through was not checked\n", n)
+	}
+	if rep.WatermarkAhead != "" {
+		fmt.Fprintf(c.stderr, "restore: shard %d: warning: %s\n", n, rep.WatermarkAhead)
 	}
 	fmt.Fprintf(c.stderr, "restore: shard %d: done: %s, sequences %d..%d, %.2fs\n", n, progressLine(lastP), rep.FirstSeq, rep.LastSeq, rep.Seconds)
 	return c.emit(out)
@@ -171,7 +188,8 @@ Checks the bucket's objects of the chosen shards without writing anything:
 every segment and tail object's length, digest and frames, tail objects
 against their keys, segment ids contiguous above the watermark, sequences
 continuing across objects, overlapping objects identical, and the cursor
-object within what the bucket holds. A bucket does not say how many shards
+object within what the bucket holds, and the reclaim watermark vouched for
+by the other objects. A bucket does not say how many shards
 it has: --shards lists them (e.g. 0,1,3), or --shard-count N checks 0..N-1;
 neither checks shard 0. Exit 0 when no problem is found, 1 listing every
 problem (5 when the bucket cannot be listed).
@@ -185,7 +203,8 @@ Output (report fields):
              unparsed_keys, problems (a count)
   objects, bytes, seconds   objects read, their bytes, wall time
   problems   every problem: {"shard","class","key","detail"}, class one of
-             corrupt, gap, conflict, cursor, missing, io`
+             corrupt, gap, conflict, cursor, missing, io, watermark (a reclaim
+             watermark nothing else in the bucket vouches for)`
 
 func runVerify(c *cli, args []string) int {
 	f := newFlags("verify", "--bucket URL [--shards LIST | --shard-count N]", verifyAbout)
