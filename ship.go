@@ -122,6 +122,11 @@ func transientStartup(err error) bool {
 // diverged disk, learns which local segments are durable in the bucket,
 // aligns the watermark with the local reclaim base, and rebuilds the tail
 // cursor from the bucket (never from the local tip).
+//
+// Every check runs before anything is changed: a refused Open leaves the
+// shard directory byte-identical and the bucket as it found it. Only once
+// the verdict is in does it repair a damaged watermark, adopt the bucket's
+// watermark locally (Reclaim) and commit a local reclaim base above it.
 func (s *shipper) reconcile(ctx context.Context) error {
 	s.durable = map[uint64]bool{}
 	snap, err := s.store.Snapshot()
@@ -129,28 +134,28 @@ func (s *shipper) reconcile(ctx context.Context) error {
 		return err
 	}
 	wm, _, err := watermark.Read(ctx, s.b, s.shard)
+	wmDamaged := false
 	if watermark.Damaged(err) && s.b.CanCAS() && (snap.Tip > 0 || snap.ReclaimedSeg > 0) {
-		// A damaged watermark would stop GC and every restore. The owner's
-		// local base is at or above every object it ever deleted.
-		s.l.log.Error("the reclaim watermark is damaged; rewriting it with the local reclaim base", "err", err,
-			"seq", snap.ReclaimedSeq, "segment", snap.ReclaimedSeg)
-		wm, err = watermark.Repair(ctx, s.b, s.shard, snap.ReclaimedSeq, snap.ReclaimedSeg)
+		// A damaged watermark would stop GC and every restore. The owner
+		// rewrites it, but only after the checks below passed, and never
+		// below what the bucket's retained objects imply (repairTarget).
+		s.l.log.Error("the reclaim watermark is damaged; it is rewritten once the start-up checks pass", "err", err)
+		wm, wmDamaged, err = watermark.Mark{}, true, nil
 	}
 	if err != nil {
 		return fmt.Errorf("read the reclaim watermark: %w", err)
 	}
 	// The bucket's reclaim went further than the local store (a pass
-	// crashed after committing the watermark): realign locally first.
+	// crashed after committing the watermark, or another owner reclaimed):
+	// the watermark's segment must end at the watermark's sequence locally.
+	// It is adopted (Reclaim) only after every check; until then the checks
+	// take the base it names.
+	base, baseSeg := snap.ReclaimedSeq, snap.ReclaimedSeg
 	if wm.Segment > snap.ReclaimedSeg {
-		if _, err := s.store.Reclaim(wm.Segment); err != nil {
-			return fmt.Errorf("%w: adopt the bucket's watermark (segment %d, sequence %d): %v", ErrDiverged, wm.Segment, wm.Seq, err)
-		}
-		if snap, err = s.store.Snapshot(); err != nil {
+		if err := adoptable(snap, wm); err != nil {
 			return err
 		}
-		if snap.ReclaimedSeq != wm.Seq {
-			return fmt.Errorf("%w: the bucket's watermark ends segment %d at sequence %d, the local store at %d", ErrDiverged, wm.Segment, wm.Seq, snap.ReclaimedSeq)
-		}
+		base, baseSeg = wm.Seq, wm.Segment
 	}
 
 	local := map[uint64]localseg.SegmentInfo{}
@@ -169,11 +174,17 @@ func (s *shipper) reconcile(ctx context.Context) error {
 		}
 		bucketSegs = append(bucketSegs, info)
 	}
+	var lowRetained uint64 // the lowest sequence a retained object above the base holds (0: none)
+	lower := func(seq uint64) {
+		if lowRetained == 0 || seq < lowRetained {
+			lowRetained = seq
+		}
+	}
 	for _, info := range bucketSegs {
 		id := info.Parsed.Segment
 		seg, ok := local[id]
 		switch {
-		case id <= snap.ReclaimedSeg:
+		case id <= baseSeg:
 			// Reclaimed locally; the object is an orphan the next GC removes.
 			continue
 		case id > highest || (ok && !seg.Sealed):
@@ -189,6 +200,7 @@ func (s *shipper) reconcile(ctx context.Context) error {
 			return fmt.Errorf("%w: segment %d differs from the bucket's object %s", ErrDiverged, id, info.Key)
 		}
 		s.durable[id] = true
+		lower(seg.FirstSeq)
 	}
 
 	// The bucket's tip: tail objects and the cursor object's shipped_through.
@@ -202,7 +214,10 @@ func (s *shipper) reconcile(ctx context.Context) error {
 			continue
 		}
 		bucketTip = max(bucketTip, info.Parsed.LastSeq)
-		if info.Parsed.LastSeq > snap.ReclaimedSeq && info.Parsed.LastSeq <= snap.Tip &&
+		if info.Parsed.LastSeq > base {
+			lower(info.Parsed.FirstSeq)
+		}
+		if info.Parsed.LastSeq > base && info.Parsed.LastSeq <= snap.Tip &&
 			info.Parsed.LastSeq > newestTail.Parsed.LastSeq {
 			newestTail = info
 		}
@@ -216,7 +231,40 @@ func (s *shipper) reconcile(ctx context.Context) error {
 		return fmt.Errorf("%w: the bucket holds sequences through %d, the local store through %d", ErrStaleDisk, bucketTip, snap.Tip)
 	}
 	if newestTail.Key != "" {
-		if err := s.compareTail(ctx, newestTail); err != nil {
+		if err := s.compareTail(ctx, newestTail, base); err != nil {
+			return err
+		}
+	}
+
+	// The verdict is in: from here on the shard directory and the bucket
+	// may change.
+	if wmDamaged {
+		if lowRetained == 0 {
+			// Nothing retained above the local base: the bucket held
+			// through the cursor object's shipped_through, and reclaimed it.
+			lowRetained = cur.ShippedThrough + 1
+		}
+		seq, seg := repairTarget(snap, lowRetained)
+		s.l.log.Error("the reclaim watermark is damaged; rewriting it", "seq", seq, "segment", seg,
+			"local_reclaimed_seq", snap.ReclaimedSeq, "lowest_retained_seq", lowRetained)
+		if wm, err = watermark.Repair(ctx, s.b, s.shard, seq, seg); err != nil {
+			return fmt.Errorf("repair the reclaim watermark: %w", err)
+		}
+		if wm.Segment > snap.ReclaimedSeg {
+			if err := adoptable(snap, wm); err != nil {
+				return err
+			}
+		}
+	}
+	if wm.Segment > snap.ReclaimedSeg {
+		res, err := s.store.Reclaim(wm.Segment)
+		if err != nil {
+			return fmt.Errorf("adopt the bucket's watermark (segment %d, sequence %d): %w", wm.Segment, wm.Seq, err)
+		}
+		if res.ThroughSeq != wm.Seq {
+			return fmt.Errorf("%w: the bucket's watermark ends segment %d at sequence %d, the local store at %d", ErrDiverged, wm.Segment, wm.Seq, res.ThroughSeq)
+		}
+		if snap, err = s.store.Snapshot(); err != nil {
 			return err
 		}
 	}
@@ -255,6 +303,46 @@ func (s *shipper) reconcile(ctx context.Context) error {
 	return nil
 }
 
+// adoptable checks, without changing anything, that the local store can
+// adopt the bucket's watermark wm (above its own reclaim base): segment
+// wm.Segment is a sealed local segment whose last event is wm.Seq.
+func adoptable(snap localseg.Snapshot, wm watermark.Mark) error {
+	if wm.Seq > snap.Tip {
+		return fmt.Errorf("%w: the bucket's watermark reclaimed through sequence %d (segment %d), the local store holds through %d", ErrStaleDisk, wm.Seq, wm.Segment, snap.Tip)
+	}
+	for i, seg := range snap.Segments {
+		if seg.ID != wm.Segment {
+			continue
+		}
+		if i == len(snap.Segments)-1 || !seg.Sealed {
+			return fmt.Errorf("%w: the bucket's watermark reclaimed through segment %d, the local store's active segment", ErrDiverged, wm.Segment)
+		}
+		if seg.LastSeq != wm.Seq {
+			return fmt.Errorf("%w: the bucket's watermark ends segment %d at sequence %d, the local store at %d", ErrDiverged, wm.Segment, wm.Seq, seg.LastSeq)
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: the bucket's watermark reclaimed through segment %d (sequence %d), a segment the local store does not hold", ErrDiverged, wm.Segment, wm.Seq)
+}
+
+// repairTarget is the mark a damaged watermark is rewritten with: the
+// local reclaim base, raised to the last local sealed segment that ends
+// below lowRetained (the lowest sequence the bucket still holds above the
+// base, or one past the cursor object's shipped_through when it holds
+// nothing). Every sequence below lowRetained is gone from the bucket, so
+// the real watermark was at least there: a stale disk's lower base never
+// moves the mark backward.
+func repairTarget(snap localseg.Snapshot, lowRetained uint64) (seq, segment uint64) {
+	seq, segment = snap.ReclaimedSeq, snap.ReclaimedSeg
+	for _, seg := range snap.Segments {
+		if !seg.Sealed || seg.LastSeq >= lowRetained {
+			break
+		}
+		seq, segment = seg.LastSeq, seg.ID
+	}
+	return seq, segment
+}
+
 // matches reports whether the bucket's object equals the local sealed
 // segment: same length and digest (never mere presence of the key).
 func (s *shipper) matches(ctx context.Context, info blobtier.ObjectInfo, seg localseg.SegmentInfo) (bool, error) {
@@ -278,7 +366,7 @@ func (s *shipper) matches(ctx context.Context, info blobtier.ObjectInfo, seg loc
 
 // compareTail checks that the newest tail object the local store also
 // covers holds the same events as the local log.
-func (s *shipper) compareTail(ctx context.Context, info blobtier.ObjectInfo) error {
+func (s *shipper) compareTail(ctx context.Context, info blobtier.ObjectInfo, base uint64) error {
 	data, _, err := s.b.Get(ctx, info.Key)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", info.Key, err)
@@ -287,7 +375,7 @@ func (s *shipper) compareTail(ctx context.Context, info blobtier.ObjectInfo) err
 		if err != nil {
 			return fmt.Errorf("%w: tail object %s: %v", ErrDiverged, info.Key, err)
 		}
-		if f.Kind != localseg.KindEvent {
+		if f.Kind != localseg.KindEvent || f.Seq <= base {
 			continue
 		}
 		rec, err := s.store.Get(f.Seq)
