@@ -1,6 +1,7 @@
 package bucketlog
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -165,6 +166,7 @@ func (s *shipper) reconcile(ctx context.Context) error {
 		highest = max(highest, seg.ID)
 	}
 	var bucketSegs []blobtier.ObjectInfo
+	var damagedSegs []string
 	for info, err := range s.b.List(ctx, s.shard, blobtier.KindSegment) {
 		if err != nil {
 			return fmt.Errorf("list segments: %w", err)
@@ -192,15 +194,21 @@ func (s *shipper) reconcile(ctx context.Context) error {
 		case !ok:
 			return fmt.Errorf("%w: the bucket holds segment %d (%s) that the local store lacks", ErrDiverged, id, info.Key)
 		}
-		match, err := s.matches(ctx, info, seg)
+		match, damaged, err := s.matches(ctx, info, seg)
 		if err != nil {
 			return err
+		}
+		lower(seg.FirstSeq)
+		if damaged {
+			// Our own upload, damaged in the bucket: not durable. It is
+			// deleted after the verdict and uploaded again.
+			damagedSegs = append(damagedSegs, info.Key)
+			continue
 		}
 		if !match {
 			return fmt.Errorf("%w: segment %d differs from the bucket's object %s", ErrDiverged, id, info.Key)
 		}
 		s.durable[id] = true
-		lower(seg.FirstSeq)
 	}
 
 	// The bucket's tip: tail objects and the cursor object's shipped_through.
@@ -238,6 +246,14 @@ func (s *shipper) reconcile(ctx context.Context) error {
 
 	// The verdict is in: from here on the shard directory and the bucket
 	// may change.
+	for _, key := range damagedSegs {
+		// The uploader's first pass puts it again (and, should this delete
+		// fail, finds it damaged on its own read-back and deletes it then).
+		s.l.log.Error("a segment of this shard reads back damaged from the bucket; deleting it to upload again", "key", key)
+		if err := s.b.Delete(ctx, key); err != nil {
+			s.l.log.Warn("deleting the damaged segment failed; the uploader retries", "key", key, "err", err)
+		}
+	}
 	if wmDamaged {
 		if lowRetained == 0 {
 			// Nothing retained above the local base: the bucket held
@@ -343,25 +359,37 @@ func repairTarget(snap localseg.Snapshot, lowRetained uint64) (seq, segment uint
 	return seq, segment
 }
 
-// matches reports whether the bucket's object equals the local sealed
-// segment: same length and digest (never mere presence of the key).
-func (s *shipper) matches(ctx context.Context, info blobtier.ObjectInfo, seg localseg.SegmentInfo) (bool, error) {
-	if info.Size != seg.Size {
-		return false, nil
-	}
+// matches reports whether the bucket's object holds exactly the local
+// sealed segment's bytes, read back and verified: never the mere presence
+// of the key, nor its metadata alone (a put may have landed damaged bytes
+// under the right metadata, and a failed read-back left it behind).
+// damaged reports an object of our own (its metadata names the local bytes)
+// whose bytes fail verification: it is not durable, and reconcile deletes
+// it so the uploader puts it again.
+func (s *shipper) matches(ctx context.Context, info blobtier.ObjectInfo, seg localseg.SegmentInfo) (match, damaged bool, err error) {
 	st, err := s.b.Stat(ctx, info.Key)
 	if errors.Is(err, blobtier.ErrCorrupt) {
 		// No valid metadata: not an object this shard's writer made.
-		return false, nil
+		return false, false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("stat %s: %w", info.Key, err)
+		return false, false, fmt.Errorf("stat %s: %w", info.Key, err)
 	}
 	data, err := s.store.ReadSegment(seg.ID)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
-	return st.Meta.Length == int64(len(data)) && st.Meta.XXH64 == blobtier.Digest(data), nil
+	if st.Meta.Length != int64(len(data)) || st.Meta.XXH64 != blobtier.Digest(data) {
+		return false, false, nil
+	}
+	got, _, err := s.b.Get(ctx, info.Key)
+	if errors.Is(err, blobtier.ErrCorrupt) {
+		return false, true, nil
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("read back %s: %w", info.Key, err)
+	}
+	return bytes.Equal(got, data), false, nil
 }
 
 // compareTail checks that the newest tail object the local store also
