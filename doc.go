@@ -18,7 +18,9 @@
 // then does it adopt the bucket's watermark locally. A damaged watermark is
 // rewritten after the checks with the local reclaim base, raised to the last
 // local segment boundary below the lowest sequence the bucket still holds,
-// so the repair never lowers it.
+// so the repair never lowers it. A damaged cursor object does not stop the
+// owner: it is rebuilt after the checks from the owner's shipped position
+// and consumers (logged).
 //
 // Crash assumptions: the disk honours fdatasync and a directory fsync (a
 // write that returned before a crash may be lost unless a completed fsync

@@ -1,13 +1,20 @@
 package bucketlog
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"gocloud.dev/blob"
 	"gocloud.dev/blob/memblob"
 
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/blobtier/faultbucket"
+	"github.com/bucketlog/bucketlog/tailbatch"
 )
 
 // Issue 12 finding 2: at start, a segment is durable only when its object
@@ -66,5 +73,113 @@ func TestDamagedSegmentFoundAtStartIsUploadedAgain(t *testing.T) {
 	}
 	if rep.LastSeq != 10 {
 		t.Fatalf("restore: %+v", rep)
+	}
+}
+
+// Issue 12 finding 5 (the owner's half): a damaged cursor object — bytes
+// that fail verification, or a verified body that does not decode — does
+// not keep the owner from starting: Open rebuilds it from the owner's
+// shipped position and consumers, and says so in the log.
+func TestDamagedCursorObjectIsRebuiltAtStart(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(data []byte) (body []byte, meta blobtier.Meta)
+	}{
+		{"fails_verification", func(data []byte) ([]byte, blobtier.Meta) {
+			return []byte(`{"v":1,"shipped_through":0,"consumers":{}}`), blobtier.MetaOf(data, 0)
+		}},
+		{"does_not_decode", func([]byte) ([]byte, blobtier.Meta) {
+			body := []byte(`{"v":"x"`)
+			return body, blobtier.MetaOf(body, 0)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := ctxT(t)
+			raw := memblob.OpenBucket(nil)
+			b := blobtier.New(raw, blobtier.Options{})
+			defer b.Close()
+			dir := t.TempDir()
+			var logs syncBuffer
+			opts := Options{Dir: dir, Bucket: b, NoBackground: true, StartupTimeout: 2 * time.Second,
+				Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+			l := mustOpen(t, opts)
+			for i := 1; i <= 5; i++ {
+				if _, err := l.Append(ctx, ev("1", i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := l.Pull("c", 10); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.Ack("c", 3); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.Ship(ctx, false); err != nil {
+				t.Fatal(err)
+			}
+			closeOK(t, l)
+			key := blobtier.CursorKey(0)
+			good, err := raw.ReadAll(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, meta := tc.damage(good)
+			w, err := raw.NewWriter(ctx, key, &blob.WriterOptions{Metadata: meta.Encode()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.Write(body)
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := tailbatch.ReadCursor(ctx, b, 0); err == nil {
+				t.Fatal("setup: the cursor object reads fine")
+			}
+
+			start := time.Now()
+			l, err = Open(ctx, opts)
+			if err != nil {
+				t.Fatalf("Open over a damaged cursor object: %v (after %s)", err, time.Since(start))
+			}
+			defer l.Close()
+			c, _, err := tailbatch.ReadCursor(ctx, b, 0)
+			if err != nil {
+				t.Fatalf("the cursor object was not rebuilt: %v", err)
+			}
+			if c.ShippedThrough != 5 || c.Consumers["c"] != 3 || len(c.Consumers) != 1 {
+				t.Fatalf("rebuilt cursor object %+v", c)
+			}
+			if !strings.Contains(logs.String(), "the cursor object was damaged") {
+				t.Fatalf("the rebuild was not logged:\n%s", logs.String())
+			}
+			if ready, why := l.Health(); !ready {
+				t.Fatalf("not ready: %s", why)
+			}
+		})
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func closeOK(t *testing.T, l *Log) {
+	t.Helper()
+	if err := l.Close(); err != nil {
+		t.Fatalf("close: %v", err)
 	}
 }

@@ -231,6 +231,14 @@ func (s *shipper) reconcile(ctx context.Context) error {
 		}
 	}
 	cur, _, err := tailbatch.ReadCursor(ctx, s.b, s.shard)
+	curDamaged := false
+	if err != nil && (errors.Is(err, blobtier.ErrCorrupt) || errors.Is(err, tailbatch.ErrBadCursor)) {
+		// A damaged cursor object must not keep the owner down: the owner
+		// rebuilds it from its own state once the checks pass. Without its
+		// shipped_through, the bucket's tip comes from the objects alone.
+		s.l.log.Error("the cursor object is damaged; it is rebuilt once the start-up checks pass", "key", blobtier.CursorKey(s.shard), "err", err)
+		cur, curDamaged, err = tailbatch.Cursor{}, true, nil
+	}
 	if err != nil && !errors.Is(err, blobtier.ErrNotFound) {
 		return fmt.Errorf("read the cursor object: %w", err)
 	}
@@ -309,6 +317,17 @@ func (s *shipper) reconcile(ctx context.Context) error {
 		return err
 	}
 	s.repl = tailbatch.New(s.shard, shipped, tailbatch.Options{Disabled: !s.tailOn})
+	if curDamaged {
+		c, err := s.repl.SyncCursor(ctx, s.b, snap.Consumers)
+		if err != nil {
+			return fmt.Errorf("rebuild the damaged cursor object: %w", err)
+		}
+		s.l.log.Error("the cursor object was damaged; rebuilt from the owner's state", "key", blobtier.CursorKey(s.shard),
+			"shipped_through", c.ShippedThrough, "consumers", len(c.Consumers))
+		s.mu.Lock()
+		s.lastConsumers = snap.Consumers
+		s.mu.Unlock()
+	}
 	s.l.openRep.BucketTip = bucketTip
 	s.l.openRep.ShippedThrough = shipped
 	s.l.openRep.DurableSegments = len(s.durable)

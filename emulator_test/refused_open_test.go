@@ -19,7 +19,8 @@ import (
 // included — and writes nothing to the bucket's watermark.
 func TestRefusedOpenChangesNothing(t *testing.T) {
 	be := backends[0] // s3: shared GC needs compare-and-swap
-	t.Run("stale_by_tail", func(t *testing.T) { refusedStaleByTail(t, be) })
+	t.Run("stale_by_tail", func(t *testing.T) { refusedStaleByTail(t, be, false) })
+	t.Run("stale_by_tail_damaged_cursor", func(t *testing.T) { refusedStaleByTail(t, be, true) })
 	t.Run("diverged_after_another_owners_gc", func(t *testing.T) { refusedDivergedAfterGC(t, be, 0) })
 	// The new owner reclaimed everything it sealed: the watermark's
 	// boundary is the only evidence of the divergence.
@@ -42,6 +43,7 @@ func refusedIntactWith(t *testing.T, v *env, o bucketlog.Options, want error) er
 	dir := localseg.ShardDir(o.Dir, 0)
 	before := treeOf(t, dir)
 	wmBefore := rawObject(t, v, blobtier.WatermarkKey(0))
+	curBefore := rawObject(t, v, blobtier.CursorKey(0))
 	o.SegmentMaxBytes, o.NoBackground, o.Logger = 4096, true, quietLogger(t)
 	l, err := bucketlog.Open(ctxT(t), o)
 	if err == nil {
@@ -55,6 +57,9 @@ func refusedIntactWith(t *testing.T, v *env, o bucketlog.Options, want error) er
 	sameTree(t, "a refused Open", before, dir)
 	if got := rawObject(t, v, blobtier.WatermarkKey(0)); got != wmBefore {
 		t.Fatalf("a refused Open rewrote the watermark: %q, was %q", got, wmBefore)
+	}
+	if got := rawObject(t, v, blobtier.CursorKey(0)); got != curBefore {
+		t.Fatalf("a refused Open rewrote the cursor object: %q, was %q", got, curBefore)
 	}
 	return err
 }
@@ -74,7 +79,7 @@ func rawObject(t *testing.T, v *env, key string) string {
 	return string(data)
 }
 
-func refusedStaleByTail(t *testing.T, be backend) {
+func refusedStaleByTail(t *testing.T, be backend, damagedCursor bool) {
 	ctx := ctxT(t)
 	v := newEnv(t, be, false)
 	execs := execsOf(0, 1, 3)
@@ -91,6 +96,9 @@ func refusedStaleByTail(t *testing.T, be backend) {
 		t.Fatalf("ship: %+v %v", rep, err)
 	}
 	closeLog(t, l)
+	if damagedCursor {
+		damageObject(t, v, blobtier.CursorKey(0))
+	}
 	if refusedIntact(t, v, stale, bucketlog.ErrStaleDisk) == nil {
 		t.Fatal("a stale disk opened")
 	}
