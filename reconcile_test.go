@@ -183,3 +183,66 @@ func closeOK(t *testing.T, l *Log) {
 		t.Fatalf("close: %v", err)
 	}
 }
+
+// Issue 12 finding 14 (Open's part): Open with a bucket stays O(1) in the
+// log's length. Its tail comparison reads the frames it needs and never
+// builds the store's read index.
+func TestOpenWithBucketDoesNotBuildTheReadIndex(t *testing.T) {
+	ctx := ctxT(t)
+	b := memBucket(t)
+	dir := t.TempDir()
+	opts := Options{Dir: dir, Bucket: b, NoBackground: true, SegmentMaxBytes: 4096}
+	l := mustOpen(t, opts)
+	for i := 1; i <= 200; i++ {
+		if _, err := l.Append(ctx, ev("1", i)); err != nil {
+			t.Fatal(err)
+		}
+		if i == 150 {
+			if _, err := l.Ship(ctx, true); err != nil { // sealed segments, then tail objects above them
+				t.Fatal(err)
+			}
+		}
+	}
+	if rep, err := l.Ship(ctx, false); err != nil || rep.ShippedThrough != 200 || rep.TailBatches == 0 {
+		t.Fatalf("ship: %+v %v", rep, err)
+	}
+	closeOK(t, l)
+
+	l = mustOpen(t, opts)
+	defer l.Close()
+	if or := l.OpenReport(); or.Store.Replayed || or.ShippedThrough != 200 || or.DurableSegments == 0 {
+		t.Fatalf("setup: %+v", or)
+	}
+	if n := l.store.IndexBytes(); n != 0 {
+		t.Fatalf("Open with a bucket built the read index (%d bytes)", n)
+	}
+}
+
+// The tail comparison still refuses a tail object whose events differ from
+// the local ones, also when it is the only evidence.
+func TestOpenRefusesADivergedTailWithoutTheIndex(t *testing.T) {
+	ctx := ctxT(t)
+	b := memBucket(t)
+	a := mustOpen(t, Options{Dir: t.TempDir(), Bucket: b, NoBackground: true})
+	for i := 1; i <= 5; i++ {
+		a.Append(ctx, ev("1", i))
+	}
+	if _, err := a.Ship(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	closeOK(t, a)
+	dir := t.TempDir()
+	o := mustOpen(t, Options{Dir: dir})
+	for i := 1; i <= 7; i++ {
+		e := ev("1", i)
+		if i == 4 {
+			e.Payload += " (another history)"
+		}
+		o.Append(ctx, e)
+	}
+	closeOK(t, o)
+	_, err := Open(ctx, Options{Dir: dir, Bucket: b, NoBackground: true})
+	if !errors.Is(err, ErrDiverged) || !strings.Contains(err.Error(), "sequence 4") {
+		t.Fatalf("Open over a diverged tail: %v", err)
+	}
+}

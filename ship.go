@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -247,7 +248,7 @@ func (s *shipper) reconcile(ctx context.Context) error {
 		return fmt.Errorf("%w: the bucket holds sequences through %d, the local store through %d", ErrStaleDisk, bucketTip, snap.Tip)
 	}
 	if newestTail.Key != "" {
-		if err := s.compareTail(ctx, newestTail, base); err != nil {
+		if err := s.compareTail(ctx, newestTail, base, snap.Segments); err != nil {
 			return err
 		}
 	}
@@ -412,12 +413,19 @@ func (s *shipper) matches(ctx context.Context, info blobtier.ObjectInfo, seg loc
 }
 
 // compareTail checks that the newest tail object the local store also
-// covers holds the same events as the local log.
-func (s *shipper) compareTail(ctx context.Context, info blobtier.ObjectInfo, base uint64) error {
+// covers holds the same events as the local log (above base, which the
+// watermark reclaims). It reads the local segments that hold the object's
+// events — a tail object lies within one segment — and never the store's
+// read index, so Open stays O(1) in the log's length.
+func (s *shipper) compareTail(ctx context.Context, info blobtier.ObjectInfo, base uint64, segs []localseg.SegmentInfo) error {
 	data, _, err := s.b.Get(ctx, info.Key)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", info.Key, err)
 	}
+	var (
+		loaded localseg.SegmentInfo // the segment whose events are in local
+		local  map[uint64]localseg.Frame
+	)
 	for f, err := range localseg.Frames(data) {
 		if err != nil {
 			return fmt.Errorf("%w: tail object %s: %v", ErrDiverged, info.Key, err)
@@ -425,18 +433,57 @@ func (s *shipper) compareTail(ctx context.Context, info blobtier.ObjectInfo, bas
 		if f.Kind != localseg.KindEvent || f.Seq <= base {
 			continue
 		}
-		rec, err := s.store.Get(f.Seq)
-		if errors.Is(err, localseg.ErrReclaimed) {
-			continue
+		if local == nil || f.Seq < loaded.FirstSeq || f.Seq > loaded.LastSeq {
+			seg, ok := segmentHolding(segs, f.Seq)
+			if !ok {
+				return fmt.Errorf("%w: sequence %d of tail object %s is not in the local store", ErrDiverged, f.Seq, info.Key)
+			}
+			if local, err = s.segmentEvents(seg, info.Parsed.FirstSeq, info.Parsed.LastSeq); err != nil {
+				return err
+			}
+			loaded = seg
 		}
-		if err != nil {
-			return fmt.Errorf("%w: sequence %d of tail object %s: %v", ErrDiverged, f.Seq, info.Key, err)
+		rec, ok := local[f.Seq]
+		if !ok {
+			return fmt.Errorf("%w: sequence %d of tail object %s is not in local segment %d", ErrDiverged, f.Seq, info.Key, loaded.ID)
 		}
 		if rec.ExecutionID != f.ExecutionID || rec.TransactionID != f.TransactionID || rec.Payload != f.Payload {
 			return fmt.Errorf("%w: sequence %d differs between the local store and tail object %s", ErrDiverged, f.Seq, info.Key)
 		}
 	}
 	return nil
+}
+
+// segmentHolding returns the local segment whose events include seq.
+func segmentHolding(segs []localseg.SegmentInfo, seq uint64) (localseg.SegmentInfo, bool) {
+	i := sort.Search(len(segs), func(i int) bool { return segs[i].LastSeq >= seq })
+	if i == len(segs) || segs[i].Events == 0 || segs[i].FirstSeq > seq {
+		return localseg.SegmentInfo{}, false
+	}
+	return segs[i], true
+}
+
+// segmentEvents reads the durable bytes of a local segment and returns its
+// event frames from first through last.
+func (s *shipper) segmentEvents(seg localseg.SegmentInfo, first, last uint64) (map[uint64]localseg.Frame, error) {
+	data, err := s.store.ReadRange(seg.ID, 0, seg.Size)
+	if err != nil {
+		return nil, fmt.Errorf("read local segment %d: %w", seg.ID, err)
+	}
+	out := map[uint64]localseg.Frame{}
+	for f, err := range localseg.Frames(data) {
+		if err != nil {
+			var ce *localseg.CorruptionError
+			if errors.As(err, &ce) {
+				ce.Segment = seg.ID
+			}
+			return nil, fmt.Errorf("local segment %d: %w", seg.ID, err)
+		}
+		if f.Kind == localseg.KindEvent && f.Seq >= first && f.Seq <= last {
+			out[f.Seq] = f
+		}
+	}
+	return out, nil
 }
 
 func (s *shipper) start(ctx context.Context, wg *sync.WaitGroup) {
