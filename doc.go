@@ -20,7 +20,10 @@
 // local segment boundary below the lowest sequence the bucket still holds,
 // so the repair never lowers it. A damaged cursor object does not stop the
 // owner: it is rebuilt after the checks from the owner's shipped position
-// and consumers (logged).
+// and consumers (logged). A bucket segment counts durable at start only when
+// it reads back intact, unless the running uploader already read it back (the
+// cursor object's shipped_through passed it and no tail object is left over
+// it), so Open does not download the retained history on every start.
 //
 // Crash assumptions: the disk honours fdatasync and a directory fsync (a
 // write that returned before a crash may be lost unless a completed fsync

@@ -2,6 +2,7 @@ package bucketlog
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"log/slog"
 	"strings"
@@ -24,19 +25,26 @@ import (
 // good copies in the bucket), so a restore from the bucket alone has every
 // event.
 func TestDamagedSegmentFoundAtStartIsUploadedAgain(t *testing.T) {
+	t.Run("tail_replication", func(t *testing.T) { damagedSegmentAtStart(t, false) })
+	// Without tail objects, the cursor object's shipped_through never
+	// passed the segment: it is read back at start too.
+	t.Run("no_tail_replication", func(t *testing.T) { damagedSegmentAtStart(t, true) })
+}
+
+func damagedSegmentAtStart(t *testing.T, noTail bool) {
 	ctx := ctxT(t)
 	fb := faultbucket.New(memblob.OpenBucket(nil), 1)
 	b := blobtier.New(fb.Bucket(), blobtier.Options{})
 	defer b.Close()
 	dir := t.TempDir()
-	opts := Options{Dir: dir, Bucket: b, NoBackground: true}
+	opts := Options{Dir: dir, Bucket: b, NoBackground: true, DisableTailReplication: noTail}
 	l := mustOpen(t, opts)
 	for i := 1; i <= 10; i++ {
 		if _, err := l.Append(ctx, ev("1", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if rep, err := l.Ship(ctx, false); err != nil || rep.ShippedThrough != 10 {
+	if rep, err := l.Ship(ctx, false); err != nil || (!noTail && rep.ShippedThrough != 10) {
 		t.Fatalf("ship the tail: %+v %v", rep, err)
 	}
 	key := blobtier.SegmentKey(0, 1)
@@ -244,5 +252,60 @@ func TestOpenRefusesADivergedTailWithoutTheIndex(t *testing.T) {
 	_, err := Open(ctx, Options{Dir: dir, Bucket: b, NoBackground: true})
 	if !errors.Is(err, ErrDiverged) || !strings.Contains(err.Error(), "sequence 4") {
 		t.Fatalf("Open over a diverged tail: %v", err)
+	}
+}
+
+// segmentGets counts the reads of segment objects.
+type segmentGets struct {
+	blobtier.Bucket
+	mu sync.Mutex
+	n  int
+}
+
+func (g *segmentGets) Get(ctx context.Context, key string) ([]byte, blobtier.Meta, error) {
+	if k, err := blobtier.ParseKey(key); err == nil && k.Kind == blobtier.KindSegment {
+		g.mu.Lock()
+		g.n++
+		g.mu.Unlock()
+	}
+	return g.Bucket.Get(ctx, key)
+}
+
+func (g *segmentGets) count() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.n
+}
+
+// Reading every segment back at each start would make Open cost the
+// retained history: a segment the cursor object's shipped_through passed,
+// with no tail object left over it, was read back intact by the uploader
+// before, and Open does not download it again.
+func TestOpenDoesNotReadBackVerifiedSegments(t *testing.T) {
+	ctx := ctxT(t)
+	g := &segmentGets{Bucket: memBucket(t)}
+	dir := t.TempDir()
+	opts := Options{Dir: dir, Bucket: g, NoBackground: true, SegmentMaxBytes: 4096}
+	l := mustOpen(t, opts)
+	for i := 1; i <= 200; i++ {
+		if _, err := l.Append(ctx, ev("1", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := l.Ship(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Ship(ctx, false); err != nil { // the cursor object and cleanup
+		t.Fatal(err)
+	}
+	closeOK(t, l)
+	before := g.count()
+	l = mustOpen(t, opts)
+	defer l.Close()
+	if n := l.OpenReport().DurableSegments; n < 5 {
+		t.Fatalf("setup: %d durable segments", n)
+	}
+	if n := g.count() - before; n != 0 {
+		t.Fatalf("Open read %d verified segments back", n)
 	}
 }

@@ -160,61 +160,17 @@ func (s *shipper) reconcile(ctx context.Context) error {
 		base, baseSeg = wm.Seq, wm.Segment
 	}
 
-	local := map[uint64]localseg.SegmentInfo{}
-	var highest uint64
-	for _, seg := range snap.Segments {
-		local[seg.ID] = seg
-		highest = max(highest, seg.ID)
-	}
-	var bucketSegs []blobtier.ObjectInfo
-	var damagedSegs []string
-	for info, err := range s.b.List(ctx, s.shard, blobtier.KindSegment) {
-		if err != nil {
-			return fmt.Errorf("list segments: %w", err)
-		}
-		if info.ParseErr != nil || info.Parsed.Shard != s.shard || info.Parsed.Segment <= wm.Segment {
-			continue
-		}
-		bucketSegs = append(bucketSegs, info)
-	}
 	var lowRetained uint64 // the lowest sequence a retained object above the base holds (0: none)
 	lower := func(seq uint64) {
 		if lowRetained == 0 || seq < lowRetained {
 			lowRetained = seq
 		}
 	}
-	for _, info := range bucketSegs {
-		id := info.Parsed.Segment
-		seg, ok := local[id]
-		switch {
-		case id <= baseSeg:
-			// Reclaimed locally; the object is an orphan the next GC removes.
-			continue
-		case id > highest || (ok && !seg.Sealed):
-			return fmt.Errorf("%w: the bucket holds segment %d (%s) and the local store's active segment is %d", ErrStaleDisk, id, info.Key, highest)
-		case !ok:
-			return fmt.Errorf("%w: the bucket holds segment %d (%s) that the local store lacks", ErrDiverged, id, info.Key)
-		}
-		match, damaged, err := s.matches(ctx, info, seg)
-		if err != nil {
-			return err
-		}
-		lower(seg.FirstSeq)
-		if damaged {
-			// Our own upload, damaged in the bucket: not durable. It is
-			// deleted after the verdict and uploaded again.
-			damagedSegs = append(damagedSegs, info.Key)
-			continue
-		}
-		if !match {
-			return fmt.Errorf("%w: segment %d differs from the bucket's object %s", ErrDiverged, id, info.Key)
-		}
-		s.durable[id] = true
-	}
 
 	// The bucket's tip: tail objects and the cursor object's shipped_through.
 	var newestTail blobtier.ObjectInfo
 	var bucketTip uint64
+	var tails []blobtier.Key // tail objects above the base
 	for info, err := range s.b.List(ctx, s.shard, blobtier.KindTail) {
 		if err != nil {
 			return fmt.Errorf("list tail objects: %w", err)
@@ -225,6 +181,7 @@ func (s *shipper) reconcile(ctx context.Context) error {
 		bucketTip = max(bucketTip, info.Parsed.LastSeq)
 		if info.Parsed.LastSeq > base {
 			lower(info.Parsed.FirstSeq)
+			tails = append(tails, info.Parsed)
 		}
 		if info.Parsed.LastSeq > base && info.Parsed.LastSeq <= snap.Tip &&
 			info.Parsed.LastSeq > newestTail.Parsed.LastSeq {
@@ -247,6 +204,53 @@ func (s *shipper) reconcile(ctx context.Context) error {
 	if bucketTip > snap.Tip {
 		return fmt.Errorf("%w: the bucket holds sequences through %d, the local store through %d", ErrStaleDisk, bucketTip, snap.Tip)
 	}
+
+	local := map[uint64]localseg.SegmentInfo{}
+	var highest uint64
+	for _, seg := range snap.Segments {
+		local[seg.ID] = seg
+		highest = max(highest, seg.ID)
+	}
+	var bucketSegs []blobtier.ObjectInfo
+	var damagedSegs []string
+	for info, err := range s.b.List(ctx, s.shard, blobtier.KindSegment) {
+		if err != nil {
+			return fmt.Errorf("list segments: %w", err)
+		}
+		if info.ParseErr != nil || info.Parsed.Shard != s.shard || info.Parsed.Segment <= wm.Segment {
+			continue
+		}
+		bucketSegs = append(bucketSegs, info)
+	}
+	for _, info := range bucketSegs {
+		id := info.Parsed.Segment
+		seg, ok := local[id]
+		switch {
+		case id <= baseSeg:
+			// Reclaimed locally; the object is an orphan the next GC removes.
+			continue
+		case id > highest || (ok && !seg.Sealed):
+			return fmt.Errorf("%w: the bucket holds segment %d (%s) and the local store's active segment is %d", ErrStaleDisk, id, info.Key, highest)
+		case !ok:
+			return fmt.Errorf("%w: the bucket holds segment %d (%s) that the local store lacks", ErrDiverged, id, info.Key)
+		}
+		match, damaged, err := s.matches(ctx, info, seg, !verifiedBefore(seg, cur.ShippedThrough, tails))
+		if err != nil {
+			return err
+		}
+		lower(seg.FirstSeq)
+		if damaged {
+			// Our own upload, damaged in the bucket: not durable. It is
+			// deleted after the verdict and uploaded again.
+			damagedSegs = append(damagedSegs, info.Key)
+			continue
+		}
+		if !match {
+			return fmt.Errorf("%w: segment %d differs from the bucket's object %s", ErrDiverged, id, info.Key)
+		}
+		s.durable[id] = true
+	}
+
 	if newestTail.Key != "" {
 		if err := s.compareTail(ctx, newestTail, base, snap.Segments); err != nil {
 			return err
@@ -339,6 +343,27 @@ func (s *shipper) reconcile(ctx context.Context) error {
 	return nil
 }
 
+// verifiedBefore reports whether a running uploader read segment seg's
+// object back intact before, so Open need not download it again: the
+// cursor object's shipped_through (shipped) reaches past it, and no tail
+// object overlapping it is left (tails are the ones above the base). The
+// shipped position moves over a segment only by a tail object, which tail
+// cleanup deletes only once a segment read back intact covers it, or by
+// the segment itself once it was read back intact; so a segment whose
+// read-back never succeeded is either above shipped or still overlapped by
+// its tail objects, and is read back at start.
+func verifiedBefore(seg localseg.SegmentInfo, shipped uint64, tails []blobtier.Key) bool {
+	if seg.LastSeq > shipped {
+		return false
+	}
+	for _, k := range tails {
+		if k.FirstSeq <= seg.LastSeq && k.LastSeq >= seg.FirstSeq {
+			return false
+		}
+	}
+	return true
+}
+
 // adoptable checks, without changing anything, that the local store can
 // adopt the bucket's watermark wm (above its own reclaim base): segment
 // wm.Segment is a sealed local segment whose last event is wm.Seq.
@@ -382,11 +407,12 @@ func repairTarget(snap localseg.Snapshot, lowRetained uint64) (seq, segment uint
 // matches reports whether the bucket's object holds exactly the local
 // sealed segment's bytes, read back and verified: never the mere presence
 // of the key, nor its metadata alone (a put may have landed damaged bytes
-// under the right metadata, and a failed read-back left it behind).
-// damaged reports an object of our own (its metadata names the local bytes)
+// under the right metadata, and a failed read-back left it behind). Without
+// readBack (the object was read back intact before: verifiedBefore) the
+// metadata must still name the local bytes. damaged reports an object of our own (its metadata names the local bytes)
 // whose bytes fail verification: it is not durable, and reconcile deletes
 // it so the uploader puts it again.
-func (s *shipper) matches(ctx context.Context, info blobtier.ObjectInfo, seg localseg.SegmentInfo) (match, damaged bool, err error) {
+func (s *shipper) matches(ctx context.Context, info blobtier.ObjectInfo, seg localseg.SegmentInfo, readBack bool) (match, damaged bool, err error) {
 	st, err := s.b.Stat(ctx, info.Key)
 	if errors.Is(err, blobtier.ErrCorrupt) {
 		// No valid metadata: not an object this shard's writer made.
@@ -401,6 +427,9 @@ func (s *shipper) matches(ctx context.Context, info blobtier.ObjectInfo, seg loc
 	}
 	if st.Meta.Length != int64(len(data)) || st.Meta.XXH64 != blobtier.Digest(data) {
 		return false, false, nil
+	}
+	if !readBack {
+		return true, false, nil
 	}
 	got, _, err := s.b.Get(ctx, info.Key)
 	if errors.Is(err, blobtier.ErrCorrupt) {
