@@ -12,6 +12,19 @@
 // watermark object, and a fresh machine rebuilds any shard from the bucket
 // alone.
 //
+// Open with a bucket checks first and acts after: a refused Open (stale or
+// diverged disk, another writer's history) leaves the shard directory
+// byte-identical (an empty LOCK file aside) and the watermark untouched; only
+// then does it adopt the bucket's watermark locally. A damaged watermark is
+// rewritten after the checks with the local reclaim base, raised to the last
+// local segment boundary below the lowest sequence the bucket still holds,
+// so the repair never lowers it. A damaged cursor object does not stop the
+// owner: it is rebuilt after the checks from the owner's shipped position
+// and consumers (logged). A bucket segment counts durable at start only when
+// it reads back intact, unless the running uploader already read it back (the
+// cursor object's shipped_through passed it and no tail object is left over
+// it), so Open does not download the retained history on every start.
+//
 // Crash assumptions: the disk honours fdatasync and a directory fsync (a
 // write that returned before a crash may be lost unless a completed fsync
 // covered it; a sector write is not atomic); the bucket is strongly

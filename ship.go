@@ -1,11 +1,13 @@
 package bucketlog
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -122,6 +124,11 @@ func transientStartup(err error) bool {
 // diverged disk, learns which local segments are durable in the bucket,
 // aligns the watermark with the local reclaim base, and rebuilds the tail
 // cursor from the bucket (never from the local tip).
+//
+// Every check runs before anything is changed: a refused Open leaves the
+// shard directory byte-identical and the bucket as it found it. Only once
+// the verdict is in does it repair a damaged watermark, adopt the bucket's
+// watermark locally (Reclaim) and commit a local reclaim base above it.
 func (s *shipper) reconcile(ctx context.Context) error {
 	s.durable = map[uint64]bool{}
 	snap, err := s.store.Snapshot()
@@ -129,28 +136,73 @@ func (s *shipper) reconcile(ctx context.Context) error {
 		return err
 	}
 	wm, _, err := watermark.Read(ctx, s.b, s.shard)
+	wmDamaged := false
 	if watermark.Damaged(err) && s.b.CanCAS() && (snap.Tip > 0 || snap.ReclaimedSeg > 0) {
-		// A damaged watermark would stop GC and every restore. The owner's
-		// local base is at or above every object it ever deleted.
-		s.l.log.Error("the reclaim watermark is damaged; rewriting it with the local reclaim base", "err", err,
-			"seq", snap.ReclaimedSeq, "segment", snap.ReclaimedSeg)
-		wm, err = watermark.Repair(ctx, s.b, s.shard, snap.ReclaimedSeq, snap.ReclaimedSeg)
+		// A damaged watermark would stop GC and every restore. The owner
+		// rewrites it, but only after the checks below passed, and never
+		// below what the bucket's retained objects imply (repairTarget).
+		s.l.log.Error("the reclaim watermark is damaged; it is rewritten once the start-up checks pass", "err", err)
+		wm, wmDamaged, err = watermark.Mark{}, true, nil
 	}
 	if err != nil {
 		return fmt.Errorf("read the reclaim watermark: %w", err)
 	}
 	// The bucket's reclaim went further than the local store (a pass
-	// crashed after committing the watermark): realign locally first.
+	// crashed after committing the watermark, or another owner reclaimed):
+	// the watermark's segment must end at the watermark's sequence locally.
+	// It is adopted (Reclaim) only after every check; until then the checks
+	// take the base it names.
+	base, baseSeg := snap.ReclaimedSeq, snap.ReclaimedSeg
 	if wm.Segment > snap.ReclaimedSeg {
-		if _, err := s.store.Reclaim(wm.Segment); err != nil {
-			return fmt.Errorf("%w: adopt the bucket's watermark (segment %d, sequence %d): %v", ErrDiverged, wm.Segment, wm.Seq, err)
-		}
-		if snap, err = s.store.Snapshot(); err != nil {
+		if err := adoptable(snap, wm); err != nil {
 			return err
 		}
-		if snap.ReclaimedSeq != wm.Seq {
-			return fmt.Errorf("%w: the bucket's watermark ends segment %d at sequence %d, the local store at %d", ErrDiverged, wm.Segment, wm.Seq, snap.ReclaimedSeq)
+		base, baseSeg = wm.Seq, wm.Segment
+	}
+
+	var lowRetained uint64 // the lowest sequence a retained object above the base holds (0: none)
+	lower := func(seq uint64) {
+		if lowRetained == 0 || seq < lowRetained {
+			lowRetained = seq
 		}
+	}
+
+	// The bucket's tip: tail objects and the cursor object's shipped_through.
+	var newestTail blobtier.ObjectInfo
+	var bucketTip uint64
+	var tails []blobtier.Key // tail objects above the base
+	for info, err := range s.b.List(ctx, s.shard, blobtier.KindTail) {
+		if err != nil {
+			return fmt.Errorf("list tail objects: %w", err)
+		}
+		if info.ParseErr != nil || info.Parsed.Shard != s.shard {
+			continue
+		}
+		bucketTip = max(bucketTip, info.Parsed.LastSeq)
+		if info.Parsed.LastSeq > base {
+			lower(info.Parsed.FirstSeq)
+			tails = append(tails, info.Parsed)
+		}
+		if info.Parsed.LastSeq > base && info.Parsed.LastSeq <= snap.Tip &&
+			info.Parsed.LastSeq > newestTail.Parsed.LastSeq {
+			newestTail = info
+		}
+	}
+	cur, _, err := tailbatch.ReadCursor(ctx, s.b, s.shard)
+	curDamaged := false
+	if err != nil && (errors.Is(err, blobtier.ErrCorrupt) || errors.Is(err, tailbatch.ErrBadCursor)) {
+		// A damaged cursor object must not keep the owner down: the owner
+		// rebuilds it from its own state once the checks pass. Without its
+		// shipped_through, the bucket's tip comes from the objects alone.
+		s.l.log.Error("the cursor object is damaged; it is rebuilt once the start-up checks pass", "key", blobtier.CursorKey(s.shard), "err", err)
+		cur, curDamaged, err = tailbatch.Cursor{}, true, nil
+	}
+	if err != nil && !errors.Is(err, blobtier.ErrNotFound) {
+		return fmt.Errorf("read the cursor object: %w", err)
+	}
+	bucketTip = max(bucketTip, cur.ShippedThrough)
+	if bucketTip > snap.Tip {
+		return fmt.Errorf("%w: the bucket holds sequences through %d, the local store through %d", ErrStaleDisk, bucketTip, snap.Tip)
 	}
 
 	local := map[uint64]localseg.SegmentInfo{}
@@ -160,6 +212,7 @@ func (s *shipper) reconcile(ctx context.Context) error {
 		highest = max(highest, seg.ID)
 	}
 	var bucketSegs []blobtier.ObjectInfo
+	var damagedSegs []string
 	for info, err := range s.b.List(ctx, s.shard, blobtier.KindSegment) {
 		if err != nil {
 			return fmt.Errorf("list segments: %w", err)
@@ -173,7 +226,7 @@ func (s *shipper) reconcile(ctx context.Context) error {
 		id := info.Parsed.Segment
 		seg, ok := local[id]
 		switch {
-		case id <= snap.ReclaimedSeg:
+		case id <= baseSeg:
 			// Reclaimed locally; the object is an orphan the next GC removes.
 			continue
 		case id > highest || (ok && !seg.Sealed):
@@ -181,9 +234,16 @@ func (s *shipper) reconcile(ctx context.Context) error {
 		case !ok:
 			return fmt.Errorf("%w: the bucket holds segment %d (%s) that the local store lacks", ErrDiverged, id, info.Key)
 		}
-		match, err := s.matches(ctx, info, seg)
+		match, damaged, err := s.matches(ctx, info, seg, !verifiedBefore(seg, cur.ShippedThrough, tails))
 		if err != nil {
 			return err
+		}
+		lower(seg.FirstSeq)
+		if damaged {
+			// Our own upload, damaged in the bucket: not durable. It is
+			// deleted after the verdict and uploaded again.
+			damagedSegs = append(damagedSegs, info.Key)
+			continue
 		}
 		if !match {
 			return fmt.Errorf("%w: segment %d differs from the bucket's object %s", ErrDiverged, id, info.Key)
@@ -191,32 +251,49 @@ func (s *shipper) reconcile(ctx context.Context) error {
 		s.durable[id] = true
 	}
 
-	// The bucket's tip: tail objects and the cursor object's shipped_through.
-	var newestTail blobtier.ObjectInfo
-	var bucketTip uint64
-	for info, err := range s.b.List(ctx, s.shard, blobtier.KindTail) {
-		if err != nil {
-			return fmt.Errorf("list tail objects: %w", err)
-		}
-		if info.ParseErr != nil || info.Parsed.Shard != s.shard {
-			continue
-		}
-		bucketTip = max(bucketTip, info.Parsed.LastSeq)
-		if info.Parsed.LastSeq > snap.ReclaimedSeq && info.Parsed.LastSeq <= snap.Tip &&
-			info.Parsed.LastSeq > newestTail.Parsed.LastSeq {
-			newestTail = info
-		}
-	}
-	cur, _, err := tailbatch.ReadCursor(ctx, s.b, s.shard)
-	if err != nil && !errors.Is(err, blobtier.ErrNotFound) {
-		return fmt.Errorf("read the cursor object: %w", err)
-	}
-	bucketTip = max(bucketTip, cur.ShippedThrough)
-	if bucketTip > snap.Tip {
-		return fmt.Errorf("%w: the bucket holds sequences through %d, the local store through %d", ErrStaleDisk, bucketTip, snap.Tip)
-	}
 	if newestTail.Key != "" {
-		if err := s.compareTail(ctx, newestTail); err != nil {
+		if err := s.compareTail(ctx, newestTail, base, snap.Segments); err != nil {
+			return err
+		}
+	}
+
+	// The verdict is in: from here on the shard directory and the bucket
+	// may change.
+	for _, key := range damagedSegs {
+		// The uploader's first pass puts it again (and, should this delete
+		// fail, finds it damaged on its own read-back and deletes it then).
+		s.l.log.Error("a segment of this shard reads back damaged from the bucket; deleting it to upload again", "key", key)
+		if err := s.b.Delete(ctx, key); err != nil {
+			s.l.log.Warn("deleting the damaged segment failed; the uploader retries", "key", key, "err", err)
+		}
+	}
+	if wmDamaged {
+		if lowRetained == 0 {
+			// Nothing retained above the local base: the bucket held
+			// through the cursor object's shipped_through, and reclaimed it.
+			lowRetained = cur.ShippedThrough + 1
+		}
+		seq, seg := repairTarget(snap, lowRetained)
+		s.l.log.Error("the reclaim watermark is damaged; rewriting it", "seq", seq, "segment", seg,
+			"local_reclaimed_seq", snap.ReclaimedSeq, "lowest_retained_seq", lowRetained)
+		if wm, err = watermark.Repair(ctx, s.b, s.shard, seq, seg); err != nil {
+			return fmt.Errorf("repair the reclaim watermark: %w", err)
+		}
+		if wm.Segment > snap.ReclaimedSeg {
+			if err := adoptable(snap, wm); err != nil {
+				return err
+			}
+		}
+	}
+	if wm.Segment > snap.ReclaimedSeg {
+		res, err := s.store.Reclaim(wm.Segment)
+		if err != nil {
+			return fmt.Errorf("adopt the bucket's watermark (segment %d, sequence %d): %w", wm.Segment, wm.Seq, err)
+		}
+		if res.ThroughSeq != wm.Seq {
+			return fmt.Errorf("%w: the bucket's watermark ends segment %d at sequence %d, the local store at %d", ErrDiverged, wm.Segment, wm.Seq, res.ThroughSeq)
+		}
+		if snap, err = s.store.Snapshot(); err != nil {
 			return err
 		}
 	}
@@ -245,6 +322,17 @@ func (s *shipper) reconcile(ctx context.Context) error {
 		return err
 	}
 	s.repl = tailbatch.New(s.shard, shipped, tailbatch.Options{Disabled: !s.tailOn})
+	if curDamaged {
+		c, err := s.repl.SyncCursor(ctx, s.b, snap.Consumers)
+		if err != nil {
+			return fmt.Errorf("rebuild the damaged cursor object: %w", err)
+		}
+		s.l.log.Error("the cursor object was damaged; rebuilt from the owner's state", "key", blobtier.CursorKey(s.shard),
+			"shipped_through", c.ShippedThrough, "consumers", len(c.Consumers))
+		s.mu.Lock()
+		s.lastConsumers = snap.Consumers
+		s.mu.Unlock()
+	}
 	s.l.openRep.BucketTip = bucketTip
 	s.l.openRep.ShippedThrough = shipped
 	s.l.openRep.DurableSegments = len(s.durable)
@@ -255,53 +343,176 @@ func (s *shipper) reconcile(ctx context.Context) error {
 	return nil
 }
 
-// matches reports whether the bucket's object equals the local sealed
-// segment: same length and digest (never mere presence of the key).
-func (s *shipper) matches(ctx context.Context, info blobtier.ObjectInfo, seg localseg.SegmentInfo) (bool, error) {
-	if info.Size != seg.Size {
-		return false, nil
+// verifiedBefore reports whether a running uploader read segment seg's
+// object back intact before, so Open need not download it again: the
+// cursor object's shipped_through (shipped) reaches past it, and no tail
+// object overlapping it is left (tails are the ones above the base). The
+// shipped position moves over a segment only by a tail object, which tail
+// cleanup deletes only once a segment read back intact covers it, or by
+// the segment itself once it was read back intact; so a segment whose
+// read-back never succeeded is either above shipped or still overlapped by
+// its tail objects, and is read back at start.
+func verifiedBefore(seg localseg.SegmentInfo, shipped uint64, tails []blobtier.Key) bool {
+	if seg.LastSeq > shipped {
+		return false
 	}
+	for _, k := range tails {
+		if k.FirstSeq <= seg.LastSeq && k.LastSeq >= seg.FirstSeq {
+			return false
+		}
+	}
+	return true
+}
+
+// adoptable checks, without changing anything, that the local store can
+// adopt the bucket's watermark wm (above its own reclaim base): segment
+// wm.Segment is a sealed local segment whose last event is wm.Seq.
+func adoptable(snap localseg.Snapshot, wm watermark.Mark) error {
+	if wm.Seq > snap.Tip {
+		return fmt.Errorf("%w: the bucket's watermark reclaimed through sequence %d (segment %d), the local store holds through %d", ErrStaleDisk, wm.Seq, wm.Segment, snap.Tip)
+	}
+	for i, seg := range snap.Segments {
+		if seg.ID != wm.Segment {
+			continue
+		}
+		if i == len(snap.Segments)-1 || !seg.Sealed {
+			return fmt.Errorf("%w: the bucket's watermark reclaimed through segment %d, the local store's active segment", ErrDiverged, wm.Segment)
+		}
+		if seg.LastSeq != wm.Seq {
+			return fmt.Errorf("%w: the bucket's watermark ends segment %d at sequence %d, the local store at %d", ErrDiverged, wm.Segment, wm.Seq, seg.LastSeq)
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: the bucket's watermark reclaimed through segment %d (sequence %d), a segment the local store does not hold", ErrDiverged, wm.Segment, wm.Seq)
+}
+
+// repairTarget is the mark a damaged watermark is rewritten with: the
+// local reclaim base, raised to the last local sealed segment that ends
+// below lowRetained (the lowest sequence the bucket still holds above the
+// base, or one past the cursor object's shipped_through when it holds
+// nothing). Every sequence below lowRetained is gone from the bucket, so
+// the real watermark was at least there: a stale disk's lower base never
+// moves the mark backward.
+func repairTarget(snap localseg.Snapshot, lowRetained uint64) (seq, segment uint64) {
+	seq, segment = snap.ReclaimedSeq, snap.ReclaimedSeg
+	for _, seg := range snap.Segments {
+		if !seg.Sealed || seg.LastSeq >= lowRetained {
+			break
+		}
+		seq, segment = seg.LastSeq, seg.ID
+	}
+	return seq, segment
+}
+
+// matches reports whether the bucket's object holds exactly the local
+// sealed segment's bytes, read back and verified: never the mere presence
+// of the key, nor its metadata alone (a put may have landed damaged bytes
+// under the right metadata, and a failed read-back left it behind). Without
+// readBack (the object was read back intact before: verifiedBefore) the
+// metadata must still name the local bytes. damaged reports an object of our own (its metadata names the local bytes)
+// whose bytes fail verification: it is not durable, and reconcile deletes
+// it so the uploader puts it again.
+func (s *shipper) matches(ctx context.Context, info blobtier.ObjectInfo, seg localseg.SegmentInfo, readBack bool) (match, damaged bool, err error) {
 	st, err := s.b.Stat(ctx, info.Key)
 	if errors.Is(err, blobtier.ErrCorrupt) {
 		// No valid metadata: not an object this shard's writer made.
-		return false, nil
+		return false, false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("stat %s: %w", info.Key, err)
+		return false, false, fmt.Errorf("stat %s: %w", info.Key, err)
 	}
 	data, err := s.store.ReadSegment(seg.ID)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
-	return st.Meta.Length == int64(len(data)) && st.Meta.XXH64 == blobtier.Digest(data), nil
+	if st.Meta.Length != int64(len(data)) || st.Meta.XXH64 != blobtier.Digest(data) {
+		return false, false, nil
+	}
+	if !readBack {
+		return true, false, nil
+	}
+	got, _, err := s.b.Get(ctx, info.Key)
+	if errors.Is(err, blobtier.ErrCorrupt) {
+		return false, true, nil
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("read back %s: %w", info.Key, err)
+	}
+	return bytes.Equal(got, data), false, nil
 }
 
 // compareTail checks that the newest tail object the local store also
-// covers holds the same events as the local log.
-func (s *shipper) compareTail(ctx context.Context, info blobtier.ObjectInfo) error {
+// covers holds the same events as the local log (above base, which the
+// watermark reclaims). It reads the local segments that hold the object's
+// events — a tail object lies within one segment — and never the store's
+// read index, so Open stays O(1) in the log's length.
+func (s *shipper) compareTail(ctx context.Context, info blobtier.ObjectInfo, base uint64, segs []localseg.SegmentInfo) error {
 	data, _, err := s.b.Get(ctx, info.Key)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", info.Key, err)
 	}
+	var (
+		loaded localseg.SegmentInfo // the segment whose events are in local
+		local  map[uint64]localseg.Frame
+	)
 	for f, err := range localseg.Frames(data) {
 		if err != nil {
 			return fmt.Errorf("%w: tail object %s: %v", ErrDiverged, info.Key, err)
 		}
-		if f.Kind != localseg.KindEvent {
+		if f.Kind != localseg.KindEvent || f.Seq <= base {
 			continue
 		}
-		rec, err := s.store.Get(f.Seq)
-		if errors.Is(err, localseg.ErrReclaimed) {
-			continue
+		if local == nil || f.Seq < loaded.FirstSeq || f.Seq > loaded.LastSeq {
+			seg, ok := segmentHolding(segs, f.Seq)
+			if !ok {
+				return fmt.Errorf("%w: sequence %d of tail object %s is not in the local store", ErrDiverged, f.Seq, info.Key)
+			}
+			if local, err = s.segmentEvents(seg, info.Parsed.FirstSeq, info.Parsed.LastSeq); err != nil {
+				return err
+			}
+			loaded = seg
 		}
-		if err != nil {
-			return fmt.Errorf("%w: sequence %d of tail object %s: %v", ErrDiverged, f.Seq, info.Key, err)
+		rec, ok := local[f.Seq]
+		if !ok {
+			return fmt.Errorf("%w: sequence %d of tail object %s is not in local segment %d", ErrDiverged, f.Seq, info.Key, loaded.ID)
 		}
 		if rec.ExecutionID != f.ExecutionID || rec.TransactionID != f.TransactionID || rec.Payload != f.Payload {
 			return fmt.Errorf("%w: sequence %d differs between the local store and tail object %s", ErrDiverged, f.Seq, info.Key)
 		}
 	}
 	return nil
+}
+
+// segmentHolding returns the local segment whose events include seq.
+func segmentHolding(segs []localseg.SegmentInfo, seq uint64) (localseg.SegmentInfo, bool) {
+	i := sort.Search(len(segs), func(i int) bool { return segs[i].LastSeq >= seq })
+	if i == len(segs) || segs[i].Events == 0 || segs[i].FirstSeq > seq {
+		return localseg.SegmentInfo{}, false
+	}
+	return segs[i], true
+}
+
+// segmentEvents reads the durable bytes of a local segment and returns its
+// event frames from first through last.
+func (s *shipper) segmentEvents(seg localseg.SegmentInfo, first, last uint64) (map[uint64]localseg.Frame, error) {
+	data, err := s.store.ReadRange(seg.ID, 0, seg.Size)
+	if err != nil {
+		return nil, fmt.Errorf("read local segment %d: %w", seg.ID, err)
+	}
+	out := map[uint64]localseg.Frame{}
+	for f, err := range localseg.Frames(data) {
+		if err != nil {
+			var ce *localseg.CorruptionError
+			if errors.As(err, &ce) {
+				ce.Segment = seg.ID
+			}
+			return nil, fmt.Errorf("local segment %d: %w", seg.ID, err)
+		}
+		if f.Kind == localseg.KindEvent && f.Seq >= first && f.Seq <= last {
+			out[f.Seq] = f
+		}
+	}
+	return out, nil
 }
 
 func (s *shipper) start(ctx context.Context, wg *sync.WaitGroup) {
