@@ -529,6 +529,12 @@ func (s *shipper) uploadSealed(ctx context.Context) (UploadReport, error) {
 		s.mu.Lock()
 		s.durable[seg.ID] = true
 		s.mu.Unlock()
+		// Move the shipped position now, not after the loop: a later
+		// segment may fail, and GC may then reclaim these, which the tail
+		// must not be left below.
+		if seq, _ := s.contiguous(); seq > 0 {
+			s.advance(seq)
+		}
 		s.l.m.add("segments_uploaded_total", 1)
 		rep.Uploaded++
 		rep.Pending--
@@ -647,6 +653,16 @@ func (s *shipper) shipTail(ctx context.Context) error {
 	var committedMax uint64
 	if s.tailOn {
 		batches, err := s.repl.Prepare(s.store)
+		if errors.Is(err, tailbatch.ErrBadExtent) {
+			// The shipped position may sit below the reclaim base: GC
+			// reclaims only segments durable in the bucket, so everything
+			// through the contiguous durable watermark is there. Move up to
+			// it and prepare again, rather than fail every pass.
+			if seq, _ := s.contiguous(); seq > s.repl.ShippedThrough() {
+				s.repl.Advance(seq)
+				batches, err = s.repl.Prepare(s.store)
+			}
+		}
 		if err != nil {
 			failure = err
 		}
