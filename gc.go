@@ -70,6 +70,9 @@ func (l *Log) policy() reclaim.Policy {
 func (l *Log) gcLocked(ctx context.Context, pol reclaim.Policy, explicit, sweep bool) (rep GCReport, err error) {
 	rep.Shard = l.own.Index
 	defer func() {
+		// A write or fsync error inside the reclaim poisons the store:
+		// readiness must see it now, not at the next append.
+		l.noteErr(err)
 		switch {
 		case err != nil:
 			l.m.gc["error"].Inc()
