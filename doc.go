@@ -24,6 +24,10 @@
 // ErrSecondWriter (class storage, HTTP 503) until it is reopened; reads,
 // and pulls of existing consumers, are still served.
 //
+// Close ships one last time (bounded by ShutdownShipTimeout), then releases
+// every synchronous append still waiting: each returns at once with
+// ErrNotInBucket unless that shipment put its event in the bucket.
+//
 // Concurrency: *Log is safe for concurrent use. Background work (uploads,
 // tail shipping, GC) never holds the lock appends take while it talks to
 // the bucket.

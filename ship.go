@@ -63,6 +63,7 @@ type shipper struct {
 	uploadBackoff time.Duration
 	lastConsumers map[string]uint64
 	shippedCh     chan struct{} // closed and replaced whenever the shipped position moves
+	closing       bool          // Close released the synchronous waiters: none waits any more
 
 	unshippedSince atomic.Int64 // unix nanos of the oldest append not yet shipped (0: none)
 	waiters        atomic.Int32
@@ -756,13 +757,16 @@ func (s *shipper) waitShipped(ctx context.Context, seq uint64) error {
 	}
 	for {
 		s.mu.Lock()
-		ch, stop := s.shippedCh, s.stopErr
+		ch, stop, closing := s.shippedCh, s.stopErr, s.closing
 		s.mu.Unlock()
 		if s.repl.ShippedThrough() >= seq {
 			return nil
 		}
 		if stop != nil {
 			return fmt.Errorf("%w (sequence %d): %v", ErrNotInBucket, seq, stop)
+		}
+		if closing {
+			return errClosedWaiting(seq)
 		}
 		select {
 		case s.kick <- struct{}{}:
@@ -784,6 +788,12 @@ func (s *shipper) waitShipped(ctx context.Context, seq uint64) error {
 func (s *shipper) shipUntil(ctx context.Context, seq uint64, deadline <-chan time.Time) error {
 	backoff := 20 * time.Millisecond
 	for {
+		s.mu.Lock()
+		ch, closing := s.shippedCh, s.closing
+		s.mu.Unlock()
+		if closing {
+			return errClosedWaiting(seq)
+		}
 		err := s.shipTail(ctx)
 		if s.repl.ShippedThrough() >= seq {
 			return nil
@@ -792,6 +802,7 @@ func (s *shipper) shipUntil(ctx context.Context, seq uint64, deadline <-chan tim
 			return fmt.Errorf("%w (sequence %d): %v", ErrNotInBucket, seq, stop)
 		}
 		select {
+		case <-ch: // shipped moved, or Close released the waiters
 		case <-deadline:
 			return fmt.Errorf("%w: sequence %d was not confirmed within %s: %v", ErrNotInBucket, seq, s.l.opts.SyncWait, err)
 		case <-ctx.Done():
@@ -802,8 +813,19 @@ func (s *shipper) shipUntil(ctx context.Context, seq uint64, deadline <-chan tim
 	}
 }
 
-// stopWaiters releases synchronous appenders at Close.
-func (s *shipper) stopWaiters() { s.notifyShipped() }
+// stopWaiters releases every synchronous appender at Close, after its last
+// shipment: each returns at once (ErrNotInBucket unless the bucket already
+// holds its event), and one that starts waiting later does not wait.
+func (s *shipper) stopWaiters() {
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+	s.notifyShipped()
+}
+
+func errClosedWaiting(seq uint64) error {
+	return fmt.Errorf("%w: sequence %d: the log was closed before the bucket confirmed it", ErrNotInBucket, seq)
+}
 
 // final is Close's last shipment: sealed segments, the tail and the cursor
 // object, bounded by ctx.
