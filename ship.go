@@ -65,6 +65,12 @@ type shipper struct {
 	shippedCh     chan struct{} // closed and replaced whenever the shipped position moves
 	closing       bool          // Close released the synchronous waiters: none waits any more
 
+	// cursorMu serialises syncCursor (the consumers snapshot and the cursor
+	// object write): the tick loop, Close's last shipment, a one-shot Ship
+	// and a synchronous append's own passes may overlap, and a later write
+	// must never carry an older snapshot.
+	cursorMu sync.Mutex
+
 	unshippedSince atomic.Int64 // unix nanos of the oldest append not yet shipped (0: none)
 	waiters        atomic.Int32
 	background     bool // the tick loop runs (else synchronous appends ship themselves)
@@ -714,6 +720,8 @@ func (s *shipper) shipTail(ctx context.Context) error {
 // syncCursor writes the cursor object when the shipped position or the
 // consumers changed since the last write.
 func (s *shipper) syncCursor(ctx context.Context) error {
+	s.cursorMu.Lock()
+	defer s.cursorMu.Unlock()
 	snap, err := s.store.Snapshot()
 	if err != nil {
 		return err
