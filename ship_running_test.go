@@ -152,3 +152,24 @@ func TestTailShipsFromAboveTheReclaimBase(t *testing.T) {
 }
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// Finding 4, GC's part: a GC pass moves the shipped position up to the new
+// reclaim base itself, before any tail pass.
+func TestGCMovesShippedToTheReclaimBase(t *testing.T) {
+	ctx := ctxT(t)
+	fb, b := s3FaultBucket(t)
+	l := mustOpen(t, Options{Dir: t.TempDir(), Bucket: b, NoBackground: true, SegmentMaxBytes: 2048, Logger: quiet()})
+	defer l.Close()
+	seg2Last, _, _ := partlyUploaded(t, l, fb)
+	l.ship.repl = tailbatch.New(0, 0, tailbatch.Options{})
+	rep, err := l.GC(ctx, GCRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Base != seg2Last+1 {
+		t.Fatalf("GC base %d, want %d: %+v", rep.Base, seg2Last+1, rep)
+	}
+	if got := l.ShippedThrough(); got < seg2Last {
+		t.Fatalf("shipped through %d after GC reclaimed through %d", got, seg2Last)
+	}
+}
