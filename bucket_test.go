@@ -75,9 +75,9 @@ func TestSecondWriterStopsShipping(t *testing.T) {
 	if got := testutil.ToFloat64(a.m.counter["second_writer_detected_total"]); got != 1 {
 		t.Fatalf("second_writer_detected_total = %v", got)
 	}
-	// Appends still succeed locally; shipping stays stopped.
-	if _, err := a.Append(ctx, ev("1", 6)); err != nil {
-		t.Fatal(err)
+	// Appends are refused (they could never ship); shipping stays stopped.
+	if _, err := a.Append(ctx, ev("1", 6)); !errors.Is(err, ErrSecondWriter) {
+		t.Fatalf("append after a second writer: %v", err)
 	}
 	if _, err := a.Ship(ctx, false); !errors.Is(err, ErrSecondWriter) {
 		t.Fatalf("shipping resumed after a second writer: %v", err)
@@ -387,9 +387,9 @@ func TestForeignSegmentObjectStopsShipping(t *testing.T) {
 	if _, err := l.Ship(ctx, false); !errors.Is(err, ErrSecondWriter) {
 		t.Fatalf("shipping resumed after a second writer: %v", err)
 	}
-	// Appends still succeed locally.
-	if _, err := l.Append(ctx, ev("1", 4)); err != nil {
-		t.Fatal(err)
+	// Appends are refused: they could never ship.
+	if _, err := l.Append(ctx, ev("1", 4)); !errors.Is(err, ErrSecondWriter) {
+		t.Fatalf("append after a second writer: %v", err)
 	}
 }
 

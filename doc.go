@@ -31,6 +31,16 @@
 // consistent for read-after-write and listing (S3 and GCS are), honours
 // create-if-absent and, for shared GC, compare-and-swap.
 //
+// A shard that detected a second writer (a different object under one of
+// its write-once keys) stops shipping and refuses every write — appends,
+// acks, consumer deletes and a pull that would create a consumer — with
+// ErrSecondWriter (class storage, HTTP 503) until it is reopened; reads,
+// and pulls of existing consumers, are still served.
+//
+// Close ships one last time (bounded by ShutdownShipTimeout), then releases
+// every synchronous append still waiting: each returns at once with
+// ErrNotInBucket unless that shipment put its event in the bucket.
+//
 // Concurrency: *Log is safe for concurrent use. Background work (uploads,
 // tail shipping, GC) never holds the lock appends take while it talks to
 // the bucket.

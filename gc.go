@@ -70,6 +70,9 @@ func (l *Log) policy() reclaim.Policy {
 func (l *Log) gcLocked(ctx context.Context, pol reclaim.Policy, explicit, sweep bool) (rep GCReport, err error) {
 	rep.Shard = l.own.Index
 	defer func() {
+		// A write or fsync error inside the reclaim poisons the store:
+		// readiness must see it now, not at the next append.
+		l.noteErr(err)
 		switch {
 		case err != nil:
 			l.m.gc["error"].Inc()
@@ -165,6 +168,11 @@ func (l *Log) gcLocked(ctx context.Context, pol reclaim.Policy, explicit, sweep 
 		}
 	}
 	s.mu.Unlock()
+	// Everything through the new base is in the bucket (only durable
+	// segments are reclaimed): the tail must not be left below it.
+	if seq, _ := s.contiguous(); seq > 0 {
+		s.advance(seq)
+	}
 	l.m.add("tail_objects_reclaimed_total", float64(res.Deleted.Tails))
 	l.m.add("tail_reclaim_failed_total", float64(res.Deleted.Failed))
 	if res.Deleted.Failed > 0 {

@@ -302,6 +302,17 @@ func (l *Log) writable() error {
 	return nil
 }
 
+// stoppedWriting is why the shard refuses every write: a second writer
+// was detected (SPEC §9). Detection is not prevention: an event
+// acknowledged here could never ship, so nothing more is acknowledged until
+// the shard is reopened (which the bucket's state then decides).
+func (l *Log) stoppedWriting() error {
+	if l.ship == nil {
+		return nil
+	}
+	return l.ship.stopped()
+}
+
 func (l *Log) noteErr(err error) {
 	if err != nil && errors.Is(err, localseg.ErrPoisoned) {
 		l.poisoned.Store(true)
@@ -323,6 +334,9 @@ func (l *Log) Append(ctx context.Context, ev localseg.Event) (localseg.AppendRes
 
 func (l *Log) appendOne(ctx context.Context, ev localseg.Event) (localseg.AppendResult, error) {
 	if err := l.writable(); err != nil {
+		return localseg.AppendResult{}, err
+	}
+	if err := l.stoppedWriting(); err != nil {
 		return localseg.AppendResult{}, err
 	}
 	res, err := l.route.Append(ev)
@@ -365,6 +379,9 @@ func (l *Log) appendBatch(ctx context.Context, evs []localseg.Event) (BatchResul
 	}
 	if len(evs) == 0 {
 		return BatchResult{}, fmt.Errorf("%w: empty batch", localseg.ErrInvalidInput)
+	}
+	if err := l.stoppedWriting(); err != nil {
+		return BatchResult{}, err
 	}
 	first, last, err := l.route.AppendBatch(evs)
 	l.noteErr(err)
@@ -435,6 +452,18 @@ func (l *Log) Pull(consumer string, limit int) (localseg.PullResult, error) {
 	if err := l.writable(); err != nil {
 		return localseg.PullResult{}, err
 	}
+	if err := l.stoppedWriting(); err != nil {
+		// A pull of an existing consumer writes nothing and is still
+		// served; one that would create the consumer is refused.
+		snap, serr := l.store.Snapshot()
+		if serr != nil {
+			return localseg.PullResult{}, serr
+		}
+		if _, ok := snap.Consumers[consumer]; !ok {
+			l.m.op("pull", err)
+			return localseg.PullResult{}, err
+		}
+	}
 	res, err := l.route.Pull(l.own.Index, consumer, limit)
 	l.noteErr(err)
 	l.m.op("pull", err)
@@ -446,6 +475,10 @@ func (l *Log) Ack(consumer string, seq uint64) (uint64, error) {
 	if err := l.writable(); err != nil {
 		return 0, err
 	}
+	if err := l.stoppedWriting(); err != nil {
+		l.m.op("ack", err)
+		return 0, err
+	}
 	acked, err := l.route.Ack(l.own.Index, consumer, seq)
 	l.noteErr(err)
 	l.m.op("ack", err)
@@ -455,6 +488,10 @@ func (l *Log) Ack(consumer string, seq uint64) (uint64, error) {
 // DeleteConsumer removes a consumer, so it no longer holds GC back.
 func (l *Log) DeleteConsumer(consumer string) error {
 	if err := l.writable(); err != nil {
+		return err
+	}
+	if err := l.stoppedWriting(); err != nil {
+		l.m.op("consumer_delete", err)
 		return err
 	}
 	err := l.route.DeleteConsumer(l.own.Index, consumer)

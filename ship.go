@@ -65,6 +65,13 @@ type shipper struct {
 	uploadBackoff time.Duration
 	lastConsumers map[string]uint64
 	shippedCh     chan struct{} // closed and replaced whenever the shipped position moves
+	closing       bool          // Close released the synchronous waiters: none waits any more
+
+	// cursorMu serialises syncCursor (the consumers snapshot and the cursor
+	// object write): the tick loop, Close's last shipment, a one-shot Ship
+	// and a synchronous append's own passes may overlap, and a later write
+	// must never carry an older snapshot.
+	cursorMu sync.Mutex
 
 	unshippedSince atomic.Int64 // unix nanos of the oldest append not yet shipped (0: none)
 	waiters        atomic.Int32
@@ -740,6 +747,12 @@ func (s *shipper) uploadSealed(ctx context.Context) (UploadReport, error) {
 		s.mu.Lock()
 		s.durable[seg.ID] = true
 		s.mu.Unlock()
+		// Move the shipped position now, not after the loop: a later
+		// segment may fail, and GC may then reclaim these, which the tail
+		// must not be left below.
+		if seq, _ := s.contiguous(); seq > 0 {
+			s.advance(seq)
+		}
 		s.l.m.add("segments_uploaded_total", 1)
 		rep.Uploaded++
 		rep.Pending--
@@ -858,6 +871,16 @@ func (s *shipper) shipTail(ctx context.Context) error {
 	var committedMax uint64
 	if s.tailOn {
 		batches, err := s.repl.Prepare(s.store)
+		if errors.Is(err, tailbatch.ErrBadExtent) {
+			// The shipped position may sit below the reclaim base: GC
+			// reclaims only segments durable in the bucket, so everything
+			// through the contiguous durable watermark is there. Move up to
+			// it and prepare again, rather than fail every pass.
+			if seq, _ := s.contiguous(); seq > s.repl.ShippedThrough() {
+				s.repl.Advance(seq)
+				batches, err = s.repl.Prepare(s.store)
+			}
+		}
 		if err != nil {
 			failure = err
 		}
@@ -908,6 +931,8 @@ func (s *shipper) shipTail(ctx context.Context) error {
 // syncCursor writes the cursor object when the shipped position or the
 // consumers changed since the last write.
 func (s *shipper) syncCursor(ctx context.Context) error {
+	s.cursorMu.Lock()
+	defer s.cursorMu.Unlock()
 	snap, err := s.store.Snapshot()
 	if err != nil {
 		return err
@@ -951,13 +976,16 @@ func (s *shipper) waitShipped(ctx context.Context, seq uint64) error {
 	}
 	for {
 		s.mu.Lock()
-		ch, stop := s.shippedCh, s.stopErr
+		ch, stop, closing := s.shippedCh, s.stopErr, s.closing
 		s.mu.Unlock()
 		if s.repl.ShippedThrough() >= seq {
 			return nil
 		}
 		if stop != nil {
 			return fmt.Errorf("%w (sequence %d): %v", ErrNotInBucket, seq, stop)
+		}
+		if closing {
+			return errClosedWaiting(seq)
 		}
 		select {
 		case s.kick <- struct{}{}:
@@ -979,6 +1007,12 @@ func (s *shipper) waitShipped(ctx context.Context, seq uint64) error {
 func (s *shipper) shipUntil(ctx context.Context, seq uint64, deadline <-chan time.Time) error {
 	backoff := 20 * time.Millisecond
 	for {
+		s.mu.Lock()
+		ch, closing := s.shippedCh, s.closing
+		s.mu.Unlock()
+		if closing {
+			return errClosedWaiting(seq)
+		}
 		err := s.shipTail(ctx)
 		if s.repl.ShippedThrough() >= seq {
 			return nil
@@ -987,6 +1021,7 @@ func (s *shipper) shipUntil(ctx context.Context, seq uint64, deadline <-chan tim
 			return fmt.Errorf("%w (sequence %d): %v", ErrNotInBucket, seq, stop)
 		}
 		select {
+		case <-ch: // shipped moved, or Close released the waiters
 		case <-deadline:
 			return fmt.Errorf("%w: sequence %d was not confirmed within %s: %v", ErrNotInBucket, seq, s.l.opts.SyncWait, err)
 		case <-ctx.Done():
@@ -997,8 +1032,19 @@ func (s *shipper) shipUntil(ctx context.Context, seq uint64, deadline <-chan tim
 	}
 }
 
-// stopWaiters releases synchronous appenders at Close.
-func (s *shipper) stopWaiters() { s.notifyShipped() }
+// stopWaiters releases every synchronous appender at Close, after its last
+// shipment: each returns at once (ErrNotInBucket unless the bucket already
+// holds its event), and one that starts waiting later does not wait.
+func (s *shipper) stopWaiters() {
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+	s.notifyShipped()
+}
+
+func errClosedWaiting(seq uint64) error {
+	return fmt.Errorf("%w: sequence %d: the log was closed before the bucket confirmed it", ErrNotInBucket, seq)
+}
 
 // final is Close's last shipment: sealed segments, the tail and the cursor
 // object, bounded by ctx.

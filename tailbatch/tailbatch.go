@@ -193,6 +193,12 @@ type Replicator struct {
 	shard uint32
 	opts  Options
 
+	// cursorMu serialises the cursor object writes (read, then put or
+	// compare-and-swap): on a bucket without compare-and-swap two
+	// overlapping writes could otherwise put an older body after a newer
+	// one. It is held across the bucket calls; nothing else takes it.
+	cursorMu sync.Mutex
+
 	mu      sync.Mutex
 	shipped uint64
 	// cursorShipped is the shipped_through of the last cursor object this
@@ -395,8 +401,22 @@ func (r *Replicator) CursorDue() bool {
 // SyncCursor writes the cursor object (see WriteCursor) with the current
 // shipped position and consumers, and counts the write. Call it after a tail
 // put of the same tick succeeded; it is what Replicate does when CursorDue.
+//
+// Calls are serialised per replicator, and no write carries a lower
+// shipped_through than the one before it. A caller whose consumers come
+// from a snapshot should take that snapshot after the previous write ended
+// (Replicate does), or an older snapshot may follow a newer one.
 func (r *Replicator) SyncCursor(ctx context.Context, b CursorStore, consumers map[string]uint64) (Cursor, error) {
-	shipped := r.ShippedThrough()
+	r.cursorMu.Lock()
+	defer r.cursorMu.Unlock()
+	return r.syncCursorLocked(ctx, b, consumers)
+}
+
+// syncCursorLocked is SyncCursor; the caller holds cursorMu.
+func (r *Replicator) syncCursorLocked(ctx context.Context, b CursorStore, consumers map[string]uint64) (Cursor, error) {
+	r.mu.Lock()
+	shipped := max(r.shipped, r.cursorShipped)
+	r.mu.Unlock()
 	c, err := WriteCursor(ctx, b, r.shard, shipped, consumers)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -454,13 +474,17 @@ func (r *Replicator) Replicate(ctx context.Context, src Source, b Bucket) (Resul
 	}
 	res.ShippedThrough = r.ShippedThrough()
 	if r.CursorDue() {
+		// The consumers are read under cursorMu, so a later write never
+		// carries an older snapshot.
+		r.cursorMu.Lock()
 		consumers, cerr := liveConsumers(src)
 		if cerr == nil {
-			res.Cursor, cerr = r.SyncCursor(ctx, b, consumers)
+			res.Cursor, cerr = r.syncCursorLocked(ctx, b, consumers)
 			res.CursorWritten = cerr == nil
 		} else {
 			cerr = fmt.Errorf("tailbatch: shard %d: consumers for the cursor object: %w", r.shard, cerr)
 		}
+		r.cursorMu.Unlock()
 		failure = errors.Join(failure, cerr)
 	}
 	return res, failure
