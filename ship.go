@@ -933,6 +933,9 @@ func (s *shipper) shipTail(ctx context.Context) error {
 func (s *shipper) syncCursor(ctx context.Context) error {
 	s.cursorMu.Lock()
 	defer s.cursorMu.Unlock()
+	// The shipped position is read before the consumers snapshot, so the
+	// snapshot is never older than the frames the object vouches for.
+	through := s.repl.ShippedThrough()
 	snap, err := s.store.Snapshot()
 	if err != nil {
 		return err
@@ -943,7 +946,7 @@ func (s *shipper) syncCursor(ctx context.Context) error {
 	if !s.repl.CursorDue() && !changed {
 		return nil
 	}
-	c, err := s.repl.SyncCursor(ctx, s.b, snap.Consumers)
+	c, err := s.repl.SyncCursorThrough(ctx, s.b, through, snap.Consumers)
 	if err != nil {
 		return fmt.Errorf("write the cursor object: %w", err)
 	}

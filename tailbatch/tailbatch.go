@@ -409,13 +409,25 @@ func (r *Replicator) CursorDue() bool {
 func (r *Replicator) SyncCursor(ctx context.Context, b CursorStore, consumers map[string]uint64) (Cursor, error) {
 	r.cursorMu.Lock()
 	defer r.cursorMu.Unlock()
-	return r.syncCursorLocked(ctx, b, consumers)
+	return r.syncCursorLocked(ctx, b, ^uint64(0), consumers)
+}
+
+// SyncCursorThrough is SyncCursor with the shipped position capped at
+// through: the position its caller read before it took the consumers
+// snapshot. A restore trusts the cursor object's consumers for every frame
+// up to its shipped_through, so that snapshot must be no older than the
+// frame of shipped_through; a position read after the snapshot could name
+// frames (a consumer created meanwhile) the snapshot has not seen.
+func (r *Replicator) SyncCursorThrough(ctx context.Context, b CursorStore, through uint64, consumers map[string]uint64) (Cursor, error) {
+	r.cursorMu.Lock()
+	defer r.cursorMu.Unlock()
+	return r.syncCursorLocked(ctx, b, through, consumers)
 }
 
 // syncCursorLocked is SyncCursor; the caller holds cursorMu.
-func (r *Replicator) syncCursorLocked(ctx context.Context, b CursorStore, consumers map[string]uint64) (Cursor, error) {
+func (r *Replicator) syncCursorLocked(ctx context.Context, b CursorStore, through uint64, consumers map[string]uint64) (Cursor, error) {
 	r.mu.Lock()
-	shipped := max(r.shipped, r.cursorShipped)
+	shipped := max(min(r.shipped, through), r.cursorShipped)
 	r.mu.Unlock()
 	c, err := WriteCursor(ctx, b, r.shard, shipped, consumers)
 	r.mu.Lock()
@@ -479,7 +491,7 @@ func (r *Replicator) Replicate(ctx context.Context, src Source, b Bucket) (Resul
 		r.cursorMu.Lock()
 		consumers, cerr := liveConsumers(src)
 		if cerr == nil {
-			res.Cursor, cerr = r.syncCursorLocked(ctx, b, consumers)
+			res.Cursor, cerr = r.syncCursorLocked(ctx, b, ^uint64(0), consumers)
 			res.CursorWritten = cerr == nil
 		} else {
 			cerr = fmt.Errorf("tailbatch: shard %d: consumers for the cursor object: %w", r.shard, cerr)
