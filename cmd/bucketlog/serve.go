@@ -491,7 +491,11 @@ Once listening it prints one line on stdout:
 shard is opened after that: until it has recovered (and, with a bucket,
 reconciled with or hydrated from it) every /v1 request and /readyz answer
 503. If opening fails, a second line {"error","class"} follows and serve
-exits with the class's code.
+exits with the class's code. An empty shard directory is hydrated from the
+bucket: the log then ends where the bucket's copy ends, and in asynchronous
+mode the sequences of the lost disk's last tick (acknowledged, never shipped)
+are given to new events; a consumer that read them from the old disk sees
+other events under those numbers.
 
 Routes (JSON bodies; errors are {"error","class"} plus "owner_shard" for 421):
   POST   /v1/events                          one event {"execution_id","transaction_id","payload"}
