@@ -25,6 +25,13 @@
 // cursor object's shipped_through passed it and no tail object is left over
 // it), so Open does not download the retained history on every start.
 //
+// A shard directory records the bucket it ships to (bucket.json) the first
+// time it is opened with one; Open refuses another bucket, prefix or endpoint
+// (ErrUsage) before changing a byte. Re-pointing a store on purpose is done
+// by removing bucket.json while the shard is stopped (not by an option, which
+// would re-point on every restart). An injected Options.Bucket without a
+// BucketURL has no known identity and matches any record.
+//
 // Crash assumptions: the disk honours fdatasync and a directory fsync (a
 // write that returned before a crash may be lost unless a completed fsync
 // covered it; a sector write is not atomic); the bucket is strongly

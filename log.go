@@ -118,6 +118,9 @@ func (l *Log) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := l.checkBucketRecord(rec, hasRec); err != nil {
+		return err
+	}
 	if hasRec && l.bucket == nil && !o.ReadOnly && !o.NoBackground {
 		return usagef("shard directory %s ships to %s: open it with that bucket", l.dir, rec.URL)
 	}

@@ -34,6 +34,17 @@ const (
 	// defaultListen is serve's address: loopback, since serve has no
 	// authentication of its own.
 	defaultListen = "127.0.0.1:7480"
+	// defaultMaxPageBytes caps the records of one page of an answer (scan,
+	// per-execution read, pull) in bytes, beside ?limit='s count: a page
+	// stops before its records pass it, but always holds one record.
+	defaultMaxPageBytes = 8 << 20
+	// defaultMaxInflightBodyBytes caps the bytes of request bodies being
+	// read or processed at once across the server: four bodies of the
+	// largest size.
+	defaultMaxInflightBodyBytes = 4 * defaultMaxBody
+	// retryAfterSeconds is the Retry-After of a body refused for the
+	// in-flight budget.
+	retryAfterSeconds = "1"
 )
 
 func init() {
@@ -50,9 +61,15 @@ type api struct {
 	own     affinity.Ownership
 	segMax  int64
 	maxBody int64
-	metrics http.Handler
-	log     atomic.Pointer[bucketlog.Log]
-	mux     *http.ServeMux
+	// maxPage caps a page's record bytes; maxInflight the request body
+	// bytes in flight, reserved in inflight.
+	maxPage     int64
+	maxInflight int64
+	metrics     http.Handler
+	log         atomic.Pointer[bucketlog.Log]
+	mux         *http.ServeMux
+
+	inflight atomic.Int64
 }
 
 // apiConfig configures newAPI.
@@ -65,14 +82,25 @@ type apiConfig struct {
 	segMax int64
 	// maxBody caps a request body (default 16 MiB).
 	maxBody int64
+	// maxPage caps the record bytes of one page (default 8 MiB);
+	// maxInflight the request body bytes in flight across the server
+	// (default 64 MiB, at least maxBody).
+	maxPage     int64
+	maxInflight int64
 	// gatherer is exported on /metrics (nil: /metrics answers 404).
 	gatherer prometheus.Gatherer
 }
 
 func newAPI(cfg apiConfig) *api {
-	a := &api{own: cfg.own, segMax: cfg.segMax, maxBody: cfg.maxBody}
+	a := &api{own: cfg.own, segMax: cfg.segMax, maxBody: cfg.maxBody, maxPage: cfg.maxPage, maxInflight: cfg.maxInflight}
 	if a.maxBody <= 0 {
 		a.maxBody = defaultMaxBody
+	}
+	if a.maxPage <= 0 {
+		a.maxPage = defaultMaxPageBytes
+	}
+	if a.maxInflight <= 0 {
+		a.maxInflight = max(defaultMaxInflightBodyBytes, a.maxBody)
 	}
 	if a.segMax <= 0 {
 		a.segMax = bucketlog.DefaultSegmentMaxBytes
@@ -198,26 +226,59 @@ func writeBody(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(b.Bytes())
 }
 
+// errBusy refuses a request body the in-flight budget has no room for.
+var errBusy = fmt.Errorf("%w: the server is reading as many request bytes as it takes at once (--max-inflight-body-bytes); nothing was written, retry after the Retry-After seconds", bucketlog.ErrNotReady)
+
 // readBody reads a request body of at most a.maxBody bytes and checks it
 // as raw bytes: valid UTF-8, and no lone surrogate escape (which
 // encoding/json would silently turn into U+FFFD, storing a payload other
 // than the one sent).
-func (a *api) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.maxBody))
+//
+// Before a byte is read the body's size is reserved in the server's
+// in-flight budget (its Content-Length, or the whole cap for a body sent
+// without one); a body the budget has no room for is refused at once with
+// 503 and Retry-After, never buffered or queued. The caller calls release
+// once it no longer holds the body or anything decoded from it (release is
+// never nil).
+func (a *api) readBody(w http.ResponseWriter, r *http.Request) (body []byte, release func(), err error) {
+	release = func() {}
+	if r.ContentLength > a.maxBody {
+		return nil, release, a.tooBig()
+	}
+	n := a.maxBody
+	if r.ContentLength >= 0 {
+		n = r.ContentLength
+	}
+	if a.inflight.Add(n) > a.maxInflight {
+		a.inflight.Add(-n)
+		w.Header().Set("Retry-After", retryAfterSeconds)
+		return nil, release, &statusError{status: http.StatusServiceUnavailable, err: errBusy}
+	}
+	release = func() { a.inflight.Add(-n) }
+	var buf bytes.Buffer
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength) + bytes.MinRead)
+	}
+	_, err = buf.ReadFrom(http.MaxBytesReader(w, r.Body, a.maxBody))
+	body = buf.Bytes()
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		return nil, &statusError{status: http.StatusRequestEntityTooLarge,
-			err: fmt.Errorf("%w: the request body is over %d bytes", localseg.ErrInvalidInput, a.maxBody)}
+		return nil, release, a.tooBig()
 	case err != nil:
-		return nil, fmt.Errorf("%w: read the request body: %v", localseg.ErrInvalidInput, err)
+		return nil, release, fmt.Errorf("%w: read the request body: %v", localseg.ErrInvalidInput, err)
 	case !utf8.Valid(body):
-		return nil, fmt.Errorf("%w: the request body is not valid UTF-8 (refused, never altered)", localseg.ErrInvalidInput)
+		return nil, release, fmt.Errorf("%w: the request body is not valid UTF-8 (refused, never altered)", localseg.ErrInvalidInput)
 	}
 	if err := checkSurrogates(body); err != nil {
-		return nil, err
+		return nil, release, err
 	}
-	return body, nil
+	return body, release, nil
+}
+
+func (a *api) tooBig() error {
+	return &statusError{status: http.StatusRequestEntityTooLarge,
+		err: fmt.Errorf("%w: the request body is over %d bytes", localseg.ErrInvalidInput, a.maxBody)}
 }
 
 // decodeStrict decodes one JSON value into v: unknown fields and trailing
@@ -286,7 +347,8 @@ func (a *api) parseEvents(body []byte) (evs []localseg.Event, batch bool, err er
 
 // appendEvents is POST /v1/events.
 func (a *api) appendEvents(w http.ResponseWriter, r *http.Request, l *bucketlog.Log) {
-	body, err := a.readBody(w, r)
+	body, release, err := a.readBody(w, r)
+	defer release()
 	if err != nil {
 		writeError(w, nil, err)
 		return
@@ -358,13 +420,46 @@ func (a *api) scan(w http.ResponseWriter, r *http.Request, l *bucketlog.Log) {
 		writeError(w, nil, err)
 		return
 	}
-	p, err := l.Scan(after, limit)
+	p, cut, err := l.ScanBytes(after, limit, a.maxPage)
 	if err != nil {
 		writeError(w, nil, err)
 		return
 	}
-	writeBody(w, http.StatusOK, scanOf(p))
+	writeBody(w, http.StatusOK, scanPage{scanOf(p), cutOf(cut, p.Records)})
 }
+
+// pageCut is what a page cut by --max-page-bytes adds to its answer:
+// "truncated":true and "next_after", the last sequence returned (continue
+// with ?after=next_after; for a pull, ack it and pull again). A page not
+// cut by bytes carries neither (a page cut by ?limit= alone is not
+// "truncated": returned < record_count says so, as before).
+type pageCut struct {
+	Truncated bool   `json:"truncated,omitempty"`
+	NextAfter uint64 `json:"next_after,omitempty"`
+}
+
+func cutOf(cut bool, recs []localseg.Record) pageCut {
+	if !cut || len(recs) == 0 {
+		return pageCut{}
+	}
+	return pageCut{Truncated: true, NextAfter: recs[len(recs)-1].Seq}
+}
+
+// The answers of SPEC §9 with pageCut's fields after theirs.
+type (
+	scanPage struct {
+		scanOutput
+		pageCut
+	}
+	readPage struct {
+		readOutput
+		pageCut
+	}
+	tailPage struct {
+		tailOutput
+		pageCut
+	}
+)
 
 // readExecution is GET /v1/executions/{id}/events?after=&limit=. Over HTTP
 // a non-owner read is not cold-loaded (SPEC §3): it answers 421 naming the
@@ -385,12 +480,12 @@ func (a *api) readExecution(w http.ResponseWriter, r *http.Request, l *bucketlog
 		writeError(w, nil, &affinity.NotOwnerError{Owner: owner, Shard: a.own.Index, ExecutionID: id})
 		return
 	}
-	res, err := l.ReadExecution(id, after, limit)
+	res, cut, err := l.ReadExecutionBytes(id, after, limit, a.maxPage)
 	if err != nil {
 		writeError(w, nil, err)
 		return
 	}
-	writeBody(w, http.StatusOK, readOf(id, res.Shard, res.ServedBy, res.Page))
+	writeBody(w, http.StatusOK, readPage{readOf(id, res.Shard, res.ServedBy, res.Page), cutOf(cut, res.Page.Records)})
 }
 
 // pull is POST /v1/consumers/{name}/pull?limit=. A body, if any, is
@@ -406,12 +501,12 @@ func (a *api) pull(w http.ResponseWriter, r *http.Request, l *bucketlog.Log) {
 		writeError(w, nil, err)
 		return
 	}
-	res, err := l.Pull(name, limit)
+	res, cut, err := l.PullBytes(name, limit, a.maxPage)
 	if err != nil {
 		writeError(w, nil, err)
 		return
 	}
-	writeBody(w, http.StatusOK, tailOf(name, res))
+	writeBody(w, http.StatusOK, tailPage{tailOf(name, res), cutOf(cut, res.Records)})
 }
 
 // ackBody is POST /v1/consumers/{name}/ack's body.
@@ -430,7 +525,8 @@ func (a *api) ack(w http.ResponseWriter, r *http.Request, l *bucketlog.Log) {
 		writeError(w, nil, usagef("ack takes no query parameters (the sequence goes in the body)"))
 		return
 	}
-	body, err := a.readBody(w, r)
+	body, release, err := a.readBody(w, r)
+	defer release()
 	if err != nil {
 		writeError(w, nil, err)
 		return
@@ -482,7 +578,9 @@ proxy that authenticates.
 Configuration: the environment (NOETL_EHDB_*, NOETL_SHARD_INDEX/COUNT,
 BUCKETLOG_BUCKET_URL; bucketlog selfcheck config shows the result), then the
 flags. A shard directory that was ever opened with a bucket requires it
-(exit 2 without). The local_reference backend is refused (exit 2): serve runs
+(exit 2 without) and refuses another bucket, prefix or endpoint (exit 2,
+nothing written); to re-point it on purpose, stop it and remove its
+bucket.json. The local_reference backend is refused (exit 2): serve runs
 the durable segment store only.
 
 Once listening it prints one line on stdout:
@@ -491,7 +589,11 @@ Once listening it prints one line on stdout:
 shard is opened after that: until it has recovered (and, with a bucket,
 reconciled with or hydrated from it) every /v1 request and /readyz answer
 503. If opening fails, a second line {"error","class"} follows and serve
-exits with the class's code.
+exits with the class's code. An empty shard directory is hydrated from the
+bucket: the log then ends where the bucket's copy ends, and in asynchronous
+mode the sequences of the lost disk's last tick (acknowledged, never shipped)
+are given to new events; a consumer that read them from the old disk sees
+other events under those numbers.
 
 Routes (JSON bodies; errors are {"error","class"} plus "owner_shard" for 421):
   POST   /v1/events                          one event {"execution_id","transaction_id","payload"}
@@ -513,8 +615,15 @@ Routes (JSON bodies; errors are {"error","class"} plus "owner_shard" for 421):
   GET    /healthz                            200 while the process answers
   GET    /readyz                             200 once recovered, hydrated, not poisoned and
                                              shipping; else 503 {"ready":false,"reason"}
-limit defaults to 1000, at most 100000. Unknown fields and query parameters
-are refused (400). Statuses: 400 usage/invalid_input, 404 unknown consumer,
+limit defaults to 1000, at most 100000. A page also stops before its records
+pass --max-page-bytes (default 8 MiB; it always holds one record, however
+large): it then adds "truncated":true and "next_after":N, the last sequence
+returned; continue with ?after=N (a pull: ack N, pull again). Request bodies
+in flight across the server are bounded by --max-inflight-body-bytes
+(default 64 MiB; a body without Content-Length counts as --max-body-bytes):
+a request beyond it is refused at once, before its body is read, with 503,
+"class":"storage" and Retry-After (nothing written; retry). Unknown fields
+and query parameters are refused (400). Statuses: 400 usage/invalid_input, 404 unknown consumer,
 409 invalid_state, 413 too large, 421 not_owner, 503 storage or not ready.
 A batch is refused whole, but a crash in the middle of writing one may leave
 an unacknowledged prefix. The log does not de-duplicate client retries.
@@ -534,6 +643,8 @@ func runServe(c *cli, args []string) int {
 	sync := f.Bool("sync-to-bucket", false, "an append answers only once the bucket holds it (202 if it does not confirm within --sync-wait)")
 	syncWait := f.Duration("sync-wait", 0, "how long --sync-to-bucket waits for the bucket (default 10s)")
 	maxBody := f.Int64("max-body-bytes", defaultMaxBody, "cap on a request body in bytes")
+	maxPage := f.Int64("max-page-bytes", defaultMaxPageBytes, "cap on the record bytes of one page (scan, read, pull); a page cut by it says \"truncated\":true")
+	maxInflight := f.Int64("max-inflight-body-bytes", 0, "cap on the request body bytes in flight across the server; beyond it 503 with Retry-After (default 64 MiB, at least --max-body-bytes)")
 	drain := f.Duration("shutdown-timeout", 10*time.Second, "on SIGTERM, how long requests in flight may take to finish")
 	shipTimeout := f.Duration("shutdown-ship-timeout", 0, "on SIGTERM, the bound on the last tail shipment (default 10s)")
 	if stop, code := c.parse(f, args); stop {
@@ -565,6 +676,12 @@ func runServe(c *cli, args []string) int {
 	if *maxBody <= 0 {
 		return c.fail(usagef("--max-body-bytes %d must be positive", *maxBody))
 	}
+	if *maxPage <= 0 {
+		return c.fail(usagef("--max-page-bytes %d must be positive", *maxPage))
+	}
+	if f.isSet("max-inflight-body-bytes") && *maxInflight < *maxBody {
+		return c.fail(usagef("--max-inflight-body-bytes %d must be at least --max-body-bytes %d (a body of the largest size could never be taken)", *maxInflight, *maxBody))
+	}
 	if *drain <= 0 {
 		return c.fail(usagef("--shutdown-timeout %v must be positive", *drain))
 	}
@@ -587,7 +704,7 @@ func runServe(c *cli, args []string) int {
 	if err != nil {
 		return c.fail(usagef("--listen %s: %v", *listen, err))
 	}
-	a := newAPI(apiConfig{own: own, segMax: segMax(opts), maxBody: *maxBody, gatherer: reg})
+	a := newAPI(apiConfig{own: own, segMax: segMax(opts), maxBody: *maxBody, maxPage: *maxPage, maxInflight: *maxInflight, gatherer: reg})
 	srv := &http.Server{
 		Handler:           a,
 		ReadHeaderTimeout: 10 * time.Second,

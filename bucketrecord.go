@@ -1,0 +1,93 @@
+package bucketlog
+
+import (
+	"net/url"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/bucketlog/bucketlog/blobtier"
+)
+
+// injectedBucketURL is what bucket.json records for a bucket handed to
+// Open as Options.Bucket without a BucketURL (tests, fault injection): its
+// identity is unknown, so it compares equal to any bucket (see sameBucket).
+const injectedBucketURL = "injected://bucket"
+
+// checkBucketRecord refuses to open a shard directory that records another
+// bucket than the one it is opened with (bucket.json, SPEC §4): a typo in a
+// bucket URL or prefix would otherwise ship the store there, and GC would
+// reclaim against that bucket's watermark. It runs before Open changes any
+// byte. A directory without a record, or an Open without a bucket, is not
+// its concern (the caller refuses a shipping store opened without its
+// bucket).
+//
+// Re-pointing a store at another bucket on purpose is done by removing
+// bucket.json while no process has the shard open: the next Open with the
+// new bucket then records it, and its reconcile checks the local store
+// against the new bucket as on any first open with a bucket (a bucket that
+// holds another history of the shard is still refused as stale or
+// diverged). An option or flag is deliberately not offered: it would sit in
+// service configuration and re-point silently on every restart, while a
+// removed file is a one-time act on the one directory it concerns.
+func (l *Log) checkBucketRecord(rec bucketRecord, hasRec bool) error {
+	if !hasRec || l.bucket == nil {
+		return nil
+	}
+	now := bucketURLForRecord(l.opts)
+	if sameBucket(rec.URL, now) {
+		return nil
+	}
+	return usagef("shard directory %s ships to %s, not to %s: refusing to open it with another bucket "+
+		"(nothing was changed). To move the store to that bucket on purpose, stop every process on the shard, "+
+		"remove %s and open it with the new bucket",
+		l.dir, rec.URL, blobtier.Redact(now), filepath.Join(l.dir, bucketRecordName))
+}
+
+// sameBucket reports whether two bucket URLs (either may be redacted) name
+// the same bucket: the same scheme, bucket, path, prefix= and endpoint=.
+// Parameter order, credentials and every other parameter (region,
+// use_path_style, checksum settings...) are ignored: they change how the
+// bucket is reached, not which bucket it is. An injected bucket compares
+// equal to anything.
+func sameBucket(recorded, now string) bool {
+	if recorded == injectedBucketURL || now == injectedBucketURL {
+		return true
+	}
+	a, aok := canonicalBucketURL(recorded)
+	b, bok := canonicalBucketURL(now)
+	if !aok || !bok {
+		return recorded == now
+	}
+	return a == b
+}
+
+// canonicalBucketURL is the identity of a bucket URL: scheme, host, path,
+// prefix and endpoint, in a fixed spelling.
+func canonicalBucketURL(raw string) (string, bool) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" {
+		return "", false
+	}
+	scheme := strings.ToLower(u.Scheme)
+	host, p := u.Host, u.Path
+	switch scheme {
+	case "s3", "gs":
+		host, p = strings.ToLower(host), strings.TrimSuffix(p, "/")
+	case "file":
+		if p != "" {
+			p = path.Clean(p)
+		}
+	}
+	q := u.Query()
+	endpoint := q.Get("endpoint")
+	if e, err := url.Parse(endpoint); err == nil && endpoint != "" {
+		e.Scheme, e.Host = strings.ToLower(e.Scheme), strings.ToLower(e.Host)
+		e.Path = strings.TrimSuffix(e.Path, "/")
+		endpoint = e.String()
+	}
+	v := url.Values{}
+	v.Set("prefix", q.Get("prefix"))
+	v.Set("endpoint", endpoint)
+	return scheme + "://" + host + p + "?" + v.Encode(), true
+}
