@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 	"gocloud.dev/blob"
@@ -200,6 +201,23 @@ func TestOpenLogOnGCS(t *testing.T) {
 	useLog(t, bucketlogtest.OpenLog(t, g, bucketlog.Options{}))
 }
 
+// A GCS test that runs in parallel cannot set STORAGE_EMULATOR_HOST: it
+// passes the bucket in code instead, closed after the log.
+func TestOpenLogOnGCSBucketInParallel(t *testing.T) {
+	t.Parallel()
+	g := bucketlogtest.NewGCS(t)
+	name, err := g.NewBucket()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := g.Bucket(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() }) // registered first, so it runs after the log's Close
+	useLog(t, bucketlogtest.OpenLog(t, g, bucketlog.Options{Bucket: b}))
+}
+
 // A restart: the same Dir and BucketURL reopen the shard with its events
 // and its consumer's cursor; a fresh Dir hydrates from the bucket.
 func TestOpenLogRestart(t *testing.T) {
@@ -244,4 +262,33 @@ func listKeys(t *testing.T, b *blob.Bucket) []string {
 		}
 		keys = append(keys, obj.Key)
 	}
+}
+
+// OpenLog's cleanup closes the log: the shard's lock is released and its
+// tail shipped when the test that opened it ends.
+func TestOpenLogClosesAtCleanup(t *testing.T) {
+	t.Parallel()
+	s := bucketlogtest.NewS3(t)
+	name, err := s.NewBucket()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := bucketlog.Options{Dir: t.TempDir(), BucketURL: s.URL(name), TailInterval: time.Hour}
+	t.Run("open", func(t *testing.T) {
+		l := bucketlogtest.OpenLog(t, s, opts)
+		if _, err := l.Append(context.Background(), localseg.Event{ExecutionID: "e", TransactionID: "t", Payload: "p"}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// A lost disk: a fresh directory hydrates the event from the bucket
+	// only if the first log's Close shipped it.
+	again := bucketlogtest.OpenLog(t, s, bucketlog.Options{BucketURL: s.URL(name)})
+	if page, err := again.Scan(0, 10); err != nil || len(page.Records) != 1 {
+		t.Fatalf("after the first test's cleanup the bucket holds %+v, %v", page, err)
+	}
+	// The first directory is free again.
+	if err := again.Close(); err != nil {
+		t.Fatal(err)
+	}
+	bucketlogtest.OpenLog(t, s, opts)
 }
