@@ -389,6 +389,23 @@ func TestDrives(t *testing.T) {
 			}
 		})
 	}
+	// By default the pool drives run on an in-memory bucket (the command
+	// links no emulator); over --bucket they run on S3 as before.
+	t.Run("shared drives over S3", func(t *testing.T) {
+		e, _ := s3Emulator(t)
+		for _, tc := range []struct{ drive, holds string }{
+			{"durable-eventlog-shared-gc", "shared_gc_holds"},
+			{"durable-eventlog-shared", "shared_tier_holds"},
+		} {
+			name, err := e.NewBucket()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := ok(t, nil, tc.drive, "--root", fresh(), "--bucket", e.URL(name)); r.obj[tc.holds] != true {
+				t.Fatalf("%s over S3 does not hold:\n%s", tc.drive, r)
+			}
+		}
+	})
 	t.Run("shared over a file bucket", func(t *testing.T) {
 		bucket, _ := fileBucket(t)
 		r := ok(t, nil, "durable-eventlog-shared", "--root", fresh(), "--shard-count", "3", "--bucket", bucket)

@@ -15,23 +15,29 @@ import (
 
 	"github.com/bucketlog/bucketlog"
 	"github.com/bucketlog/bucketlog/affinity"
+	"github.com/bucketlog/bucketlog/blobtier"
+	"github.com/bucketlog/bucketlog/blobtier/memcas"
 	"github.com/bucketlog/bucketlog/coldload"
-	"github.com/bucketlog/bucketlog/internal/emulator"
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
 func init() {
 	register(command{name: "demo", group: groupServer, run: runDemo,
-		summary: "the whole job on an in-process S3 emulator: two shards, ship, GC, lose the disk, restore, verify"})
+		summary: "the whole job on an in-process memory bucket: two shards, ship, GC, lose the disk, restore, verify"})
 }
 
 const demoAbout = `
-Runs bucketlog's main job end to end with no cloud account and no Docker, on
-an S3 emulator (gofakes3) started inside the process and temporary
-directories that are removed at the end:
+Runs bucketlog's main job end to end with no cloud account, no Docker and no
+network, on a bucket held in this process's memory and temporary
+directories that are removed at the end. The bucket is like mem:// but with
+conditional writes (blobtier/memcas, a new version on every write), because
+the reclaim watermark is written by compare-and-swap, which mem:// cannot do
+(bucketlog refuses shared GC there). The same scenario against an S3
+emulator is examples/demo; against a real bucket, use ship, gc, restore and
+verify with --bucket.
 
   1. open two shards (0 of 2 and 1 of 2, each on its own "disk") shipping
-     to the emulated bucket, with small segments so several seal;
+     to the bucket, with small segments so several seal;
   2. append --events events from --writers concurrent writers over
      --executions executions, each routed to the shard that owns it;
   3. ship: sealed segments and the unsealed tail go to the bucket;
@@ -139,7 +145,7 @@ func runDemo(c *cli, args []string) int {
 
 // printDemo writes the human summary.
 func printDemo(w io.Writer, r demoReport) {
-	fmt.Fprintf(w, "bucketlog demo: 2 shards shipping to an in-process S3 emulator (%s), %d KiB segments\n", r.Bucket, r.SegmentMaxBytes>>10)
+	fmt.Fprintf(w, "bucketlog demo: 2 shards shipping to %s, %d KiB segments\n", r.Bucket, r.SegmentMaxBytes>>10)
 	fmt.Fprintf(w, "  appended   %d events (%d by %d concurrent writers over %d executions, %d more after GC)\n",
 		r.Events, r.appendedBeforeGC, r.Writers, r.Executions, r.Events-r.appendedBeforeGC)
 	for _, s := range r.Shards {
@@ -199,22 +205,13 @@ func demo(ctx context.Context, cfg demoConfig, c *cli) (rep demoReport, err erro
 		}
 	}
 
-	s3, err := emulator.StartS3()
-	if err != nil {
-		return rep, err
-	}
-	defer s3.Close()
-	const bucketName = "bucketlog-demo"
-	if err := s3.CreateBucket(bucketName); err != nil {
-		return rep, err
-	}
-	url := s3.URL(bucketName)
-	rep.Bucket = "s3://" + bucketName + " at " + s3.Endpoint()
-	raw, err := s3.OpenBucket(ctx, bucketName)
-	if err != nil {
-		return rep, err
-	}
-	defer raw.Close()
+	// One in-memory bucket with conditional writes, shared by both shards
+	// and the restores as one S3 bucket would be; raw is its unverified
+	// view, for counting (and the tests' tampering).
+	raw := memcas.OpenBucket(time.Now)
+	bucket := blobtier.New(raw, blobtier.Options{})
+	defer bucket.Close() // closes raw
+	rep.Bucket = "an in-process memory bucket with conditional writes"
 
 	root, err := os.MkdirTemp("", "bucketlog-demo-")
 	if err != nil {
@@ -227,7 +224,7 @@ func demo(ctx context.Context, cfg demoConfig, c *cli) (rep demoReport, err erro
 		return bucketlog.Options{
 			Dir:        filepath.Join(root, fmt.Sprintf("disk-%d", i)),
 			ShardIndex: i, ShardCount: shards,
-			BucketURL:       url,
+			Bucket:          bucket,
 			SegmentMaxBytes: cfg.segmentMaxBytes,
 			TailInterval:    cfg.tailInterval,
 			GC:              bucketlog.GCOptions{MinRetainedSegments: 2},
@@ -376,7 +373,7 @@ func demo(ctx context.Context, cfg demoConfig, c *cli) (rep demoReport, err erro
 		// downloaded (the report's own counts add the watermark and cursor
 		// objects).
 		var got coldload.Progress
-		rr, err := bucketlog.Restore(ctx, bucketlog.RestoreOptions{BucketURL: url, Shard: i, Dir: dir,
+		rr, err := bucketlog.Restore(ctx, bucketlog.RestoreOptions{Bucket: bucket, Shard: i, Dir: dir,
 			Progress: func(p coldload.Progress) { got = p }})
 		if err != nil {
 			rep.Problems = append(rep.Problems, fmt.Sprintf("shard %d: restore failed: %v", i, err))
@@ -424,7 +421,7 @@ func countObjects(ctx context.Context, b *blob.Bucket) (n int, size int64, err e
 // problems found and the number of events restored.
 func verifyRestored(ctx context.Context, o bucketlog.Options, dir string, expected map[uint64]demoEvent, consumer string, acked uint64) ([]string, int, error) {
 	ro := o
-	ro.Dir, ro.ReadOnly, ro.BucketURL = dir, true, ""
+	ro.Dir, ro.ReadOnly, ro.Bucket = dir, true, nil
 	l, err := bucketlog.Open(ctx, ro)
 	if err != nil {
 		return []string{fmt.Sprintf("shard %d: the restored store does not open: %v", o.ShardIndex, err)}, 0, nil

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"debug/buildinfo"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,6 +42,23 @@ func TestDemo(t *testing.T) {
 		}
 	}
 	t.Logf("demo output:\n%s", stdout)
+}
+
+// TestDemoBinaryLinksNoEmulator: the operator binary runs the demo on an
+// in-memory bucket and links no emulator module (they are for tests:
+// bucketlogtest, internal/emulator).
+func TestDemoBinaryLinksNoEmulator(t *testing.T) {
+	info, err := buildinfo.ReadFile(binPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dep := range info.Deps {
+		for _, emu := range []string{"github.com/johannesboyne/gofakes3", "github.com/fsouza/fake-gcs-server", "github.com/gorilla/mux", "github.com/gorilla/handlers"} {
+			if dep.Path == emu {
+				t.Errorf("the bucketlog binary links %s %s", dep.Path, dep.Version)
+			}
+		}
+	}
 }
 
 // TestDemoJSON checks the machine-readable summary: the counts add up, GC

@@ -2,14 +2,13 @@ package main
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/bucketlog/bucketlog"
 	"github.com/bucketlog/bucketlog/blobtier"
+	"github.com/bucketlog/bucketlog/blobtier/memcas"
 	"github.com/bucketlog/bucketlog/internal/drives"
-	"github.com/bucketlog/bucketlog/internal/emulator"
 	"github.com/bucketlog/bucketlog/localseg"
 	"github.com/bucketlog/bucketlog/reclaim"
 )
@@ -254,9 +253,9 @@ func runGCDrive(c *cli, args []string) int {
 	return c.driveOutcome(rep, rep.Holds(), rep.Report.Divergence)
 }
 
-// driveBucket opens --bucket, or starts an in-process S3 emulator (gofakes3
-// on 127.0.0.1, in memory) and opens a fresh bucket on it. close releases
-// both.
+// driveBucket opens --bucket, or a fresh in-memory bucket with conditional
+// writes (memcas: the command links no emulator; the drives' tests run them
+// on the S3 and GCS emulators through --bucket). close releases it.
 func (c *cli) driveBucket(f *flagSet, url string) (b blobtier.Bucket, close func(), err error) {
 	if f.isSet("bucket") {
 		url = strings.TrimSpace(url)
@@ -269,21 +268,8 @@ func (c *cli) driveBucket(f *flagSet, url string) (b blobtier.Bucket, close func
 		}
 		return b, func() { b.Close() }, nil
 	}
-	e, err := emulator.StartS3()
-	if err != nil {
-		return nil, nil, err
-	}
-	name := "bucketlog-drive-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	if err := e.CreateBucket(name); err != nil {
-		e.Close()
-		return nil, nil, err
-	}
-	b, err = blobtier.Open(c.ctx, e.URL(name), blobtier.Options{})
-	if err != nil {
-		e.Close()
-		return nil, nil, err
-	}
-	return b, func() { b.Close(); e.Close() }, nil
+	b = blobtier.New(memcas.OpenBucket(time.Now), blobtier.Options{})
+	return b, func() { b.Close() }, nil
 }
 
 const sharedGCAbout = `
@@ -295,8 +281,9 @@ fresh new owner's hydrate both hold exactly the owner's retained set, that
 the bucket lost exactly shard 0's objects at or below the watermark and
 nothing of the other shards, and that a second pass is a no-op. The bucket
 is --bucket (it must compare-and-swap: S3 or GCS; mem:// and file:// are
-refused, exit 2), or by default an in-process gofakes3 S3 emulator on
-127.0.0.1. Exit 0 when it holds, 1 when it does not, 2 when it refuses.
+refused, exit 2), or by default a fresh bucket in this process's memory
+with conditional writes. Exit 0 when it holds, 1 when it does not, 2 when
+it refuses.
 Output:
   {"driver":"bucketlog-durable-segment","shared_gc_holds":true,"report":{
    "shard_count","events_per_shard","consumer","acked_through",
@@ -314,14 +301,14 @@ func runSharedGCDrive(c *cli, args []string) int {
 }
 
 // runPoolDrive runs a drive over a pool of --shard-count replicas (2 to
-// maxShards) sharing one bucket (--bucket, or an in-process gofakes3): the
-// pool is checked before a bucket is started for it.
+// maxShards) sharing one bucket (--bucket, or a fresh in-memory one): the
+// pool is checked before a bucket is opened for it.
 func runPoolDrive(c *cli, args []string, name, about, what string, maxShards int,
 	drive func(dir string, n int, b blobtier.Bucket) (report any, holds bool, divergence *string, err error)) int {
 	f := newFlags(name, "--root DIR [--shard-count N] [--bucket URL]", about)
 	root := addDriveRoot(f, freshRoot)
 	n := f.Int("shard-count", 2, fmt.Sprintf("replicas in the pool, 2 to %d", maxShards))
-	url := f.String("bucket", "", "the bucket (default: an in-process gofakes3 S3 emulator)")
+	url := f.String("bucket", "", "the bucket `URL` (default: a fresh in-memory bucket with conditional writes)")
 	if stop, code := c.parse(f, args); stop {
 		return code
 	}
@@ -356,9 +343,10 @@ served_by non_owner_cold_load and gets every event); parity (each cold-loaded
 page equals the owner's); crash recovery from the bucket (each owner's local
 directory is deleted and the engine reopened over the empty one: it hydrates,
 keeps its consumer's cursor and continues the sequence). The bucket is
---bucket (it must hold nothing of the pool's shards) or by default an
-in-process gofakes3 S3 emulator on 127.0.0.1. Exit 0 when it holds, 1 when
-it does not, 2 when it refuses (fewer than 2 shards, a used root or bucket).
+--bucket (it must hold nothing of the pool's shards) or by default a fresh
+bucket in this process's memory with conditional writes. Exit 0 when it
+holds, 1 when it does not, 2 when it refuses (fewer than 2 shards, a used
+root or bucket).
 Output:
   {"shared_tier_holds":true,"report":{"shard_count","executions",
    "shared_segments","owner_published_ok","nonowner_coldload_from_shared_ok",

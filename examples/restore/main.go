@@ -7,8 +7,8 @@
 //
 // With -bucket it restores shard -shard into -dir (which must not hold a
 // store yet) and prints what it recovered. Without -bucket it plays the
-// whole disaster first: it starts an S3 emulator (gofakes3) in the
-// process, writes events to a shard that ships to it, closes the shard
+// whole disaster first: it starts an S3 emulator (gofakes3, through
+// bucketlogtest) in the process, writes events to a shard that ships to it, closes the shard
 // (which ships the tail), deletes the disk, and then restores — so it runs
 // with no setup and shows that nothing acknowledged was lost.
 package main
@@ -22,9 +22,7 @@ import (
 	"os"
 
 	"github.com/bucketlog/bucketlog"
-	"github.com/bucketlog/bucketlog/affinity"
-	"github.com/bucketlog/bucketlog/coldload"
-	"github.com/bucketlog/bucketlog/internal/emulator"
+	"github.com/bucketlog/bucketlog/bucketlogtest"
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
@@ -71,7 +69,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	var want map[uint64]string // the scenario's acknowledged payloads
 	if cfg.bucketURL == "" {
-		s3, err := emulator.StartS3()
+		s3, err := bucketlogtest.StartS3()
 		if err != nil {
 			return err
 		}
@@ -131,8 +129,9 @@ func disaster(ctx context.Context, cfg config, out io.Writer, logger *slog.Logge
 		return nil, err
 	}
 	want := map[uint64]string{}
+	own := l.Ownership()
 	for i := 1; i <= 500; i++ {
-		exec := ownedBy(cfg.shard, cfg.shard+1, i%25)
+		exec := ownedBy(own.Owns, i%25)
 		payload := fmt.Sprintf(`{"invoice":%d,"amount":"%d.%02d €","note":"<paid> & filed"}`, i, i*3, i%100)
 		res, err := l.Append(ctx, localseg.Event{ExecutionID: exec, TransactionID: fmt.Sprint("tx-", i), Payload: payload})
 		if err != nil {
@@ -163,16 +162,14 @@ func disaster(ctx context.Context, cfg config, out io.Writer, logger *slog.Logge
 
 // restore rebuilds the shard and reads back what it holds.
 func restore(ctx context.Context, cfg config, logger *slog.Logger, keepPayloads bool) (recovered, error) {
-	// Progress reports the segment and tail objects downloaded so far; a
-	// real restore of a large shard would print it as it goes.
-	var got coldload.Progress
-	rep, err := bucketlog.Restore(ctx, bucketlog.RestoreOptions{BucketURL: cfg.bucketURL, Shard: cfg.shard, Dir: cfg.dir,
-		Progress: func(p coldload.Progress) { got = p }})
+	// The report counts every object read (watermark, cursor, segments and
+	// tail objects); RestoreOptions.Progress would report them as they come.
+	rep, err := bucketlog.Restore(ctx, bucketlog.RestoreOptions{BucketURL: cfg.bucketURL, Shard: cfg.shard, Dir: cfg.dir})
 	if err != nil {
 		return recovered{}, fmt.Errorf("restore shard %d: %w", cfg.shard, err)
 	}
 	rec := recovered{First: rep.FirstSeq, Last: rep.LastSeq, Seconds: rep.Seconds, FromTailObjects: rep.TailRecords,
-		Objects: got.Objects, Bytes: got.Bytes, ShippedThroughSeq: rep.ShippedThrough}
+		Objects: rep.Objects, Bytes: rep.Bytes, ShippedThroughSeq: rep.ShippedThrough}
 
 	// Read everything back from the restored directory alone.
 	l, err := bucketlog.Open(ctx, bucketlog.Options{Dir: cfg.dir, ShardIndex: cfg.shard, ShardCount: cfg.shard + 1, ReadOnly: true, Logger: logger})
@@ -235,11 +232,12 @@ func check(rec recovered, want map[uint64]string) error {
 	return nil
 }
 
-// ownedBy returns the n-th execution id that shard owns in a pool of count.
-func ownedBy(shard, count, n int) string {
+// ownedBy returns the n-th execution id the shard owns (owns is the log's
+// Ownership().Owns).
+func ownedBy(owns func(executionID string) bool, n int) string {
 	for i, found := 0, 0; ; i++ {
 		id := fmt.Sprint("inv-", i)
-		if affinity.ShardFor(id, count) == shard {
+		if owns(id) {
 			if found == n {
 				return id
 			}

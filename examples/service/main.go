@@ -7,7 +7,8 @@
 //	go run ./examples/service -bucket s3://my-bucket?region=eu-west-1 -dir /var/lib/orders -serve
 //
 // The bucket comes from -bucket, else BUCKETLOG_BUCKET_URL, else an S3
-// emulator (gofakes3) started inside the process, so it runs with no setup.
+// emulator (gofakes3, through bucketlogtest) started inside the process, so
+// it runs with no setup.
 // Without -serve it starts the service, plays a client against it over
 // HTTP (a few orders and their events), prints what it read back and
 // stops: SIGTERM-style shutdown, where Close ships the tail to the bucket
@@ -39,7 +40,7 @@ import (
 	"time"
 
 	"github.com/bucketlog/bucketlog"
-	"github.com/bucketlog/bucketlog/internal/emulator"
+	"github.com/bucketlog/bucketlog/bucketlogtest"
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
@@ -143,7 +144,7 @@ func (s *service) list(w http.ResponseWriter, r *http.Request) {
 // stops. It writes what it does to out.
 func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 	if cfg.bucketURL == "" {
-		s3, err := emulator.StartS3()
+		s3, err := bucketlogtest.StartS3()
 		if err != nil {
 			return err
 		}

@@ -1,16 +1,24 @@
 // Package emulator starts in-process S3 and GCS emulators on real
-// 127.0.0.1 listeners, for tests, the `bucketlog demo` command and the
-// benchmarks.
+// 127.0.0.1 listeners. It is the implementation behind the public
+// bucketlogtest package, whose S3 and GCS are these types (aliases; the
+// contract is in bucketlogtest's documentation). It is a leaf below the
+// engine, so the engine's own in-package tests (the root's, reclaim's) can
+// use it where bucketlogtest, which imports the engine, would be an import
+// cycle. Only tests and test support import it: a program that does links
+// gofakes3, fake-gcs-server and gorilla/mux, and the bucketlog command
+// must not.
 //
 // StartS3 serves gofakes3 over its in-memory backend; StartGCS serves
 // fake-gcs-server's in-memory backend. Both listen on 127.0.0.1 only (never
 // another interface), speak plain HTTP, log nothing, and hold everything in
 // memory until Close. Each offers:
 //
-//   - URL(name): a bucket URL that blobtier.Open and blob.OpenBucket accept;
-//   - CreateBucket(name);
+//   - URL(name): a bucket URL that blobtier.Open and blob.OpenBucket accept,
+//     and Env, the environment it needs;
+//   - CreateBucket(name), and NewBucket, a bucket with a fresh name;
 //   - OpenBucket(ctx, name): a *blob.Bucket built without touching the
-//     process environment;
+//     process environment, and Bucket(ctx, name), the same as a
+//     blobtier.Bucket;
 //   - PutRaw(bucket, key, data, meta): an object written straight into the
 //     emulator's backend, bypassing every client-side check, to plant
 //     corrupt or foreign objects at rest;
@@ -19,12 +27,13 @@
 // The S3 URL carries anonymous=true, so opening it needs no credentials and
 // no environment (gofakes3 does not check signatures). URLSigned gives the
 // production-shaped URL that signs requests; it needs the variables of
-// S3Env (SetS3Env sets them once). A gs:// URL can only reach an emulator
-// through STORAGE_EMULATOR_HOST, a process-wide variable that gcsblob reads
-// at every open: use GCS.Env (t.Setenv in tests) or GCS.SetEnv.
+// S3Env. A gs:// URL can only reach an emulator through
+// STORAGE_EMULATOR_HOST, a process-wide variable that gcsblob reads at
+// every open: set GCS.Env with t.Setenv.
 //
 // StartBlackhole starts a listener that accepts connections and never
-// answers, to test deadlines against a hung server.
+// answers, to test deadlines against a hung server; OpenS3Bucket and
+// OpenGCSBucket open a bucket on any endpoint.
 //
 // Every type here is safe for concurrent use.
 package emulator

@@ -4,13 +4,15 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
+	"sync/atomic"
 
 	"cloud.google.com/go/storage"
 	"github.com/fsouza/fake-gcs-server/fakestorage"
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/gcsblob"
 	"google.golang.org/api/option"
+
+	"github.com/bucketlog/bucketlog/blobtier"
 )
 
 // EnvGCSHost is the variable gcsblob and the storage client read to talk
@@ -19,9 +21,10 @@ const EnvGCSHost = "STORAGE_EMULATOR_HOST"
 
 // GCS is fake-gcs-server over its in-memory backend on 127.0.0.1.
 type GCS struct {
-	fake *fakestorage.Server
-	srv  *server
-	hc   *http.Client // shared by the buckets OpenBucket returns
+	fake  *fakestorage.Server
+	srv   *server
+	hc    *http.Client // shared by the buckets OpenBucket returns
+	names atomic.Uint64
 }
 
 // StartGCS starts a GCS emulator. Close it when done.
@@ -48,9 +51,7 @@ func StartGCS() (*GCS, error) {
 		return nil, fmt.Errorf("emulator: start fake-gcs-server: %w", err)
 	}
 	srv.serve(fake.HTTPHandler())
-	g := &GCS{hc: newHTTPClient()}
-	g.fake, g.srv = fake, srv
-	return g, nil
+	return &GCS{fake: fake, srv: srv, hc: newHTTPClient()}, nil
 }
 
 // Host is "127.0.0.1:PORT", the value of STORAGE_EMULATOR_HOST.
@@ -60,15 +61,13 @@ func (g *GCS) Host() string { return g.srv.hostPort() }
 func (g *GCS) Endpoint() string { return "http://" + g.Host() }
 
 // URL is "gs://NAME". It reaches this emulator only while
-// STORAGE_EMULATOR_HOST is Host() (see Env and SetEnv).
+// STORAGE_EMULATOR_HOST is Host() (see Env).
 func (g *GCS) URL(name string) string { return "gs://" + name }
 
-// Env is the environment a gs:// URL to this emulator needs.
+// Env is the environment URL needs: STORAGE_EMULATOR_HOST=Host(). It is
+// process-wide: set it with t.Setenv, in a test that does not run in
+// parallel.
 func (g *GCS) Env() map[string]string { return map[string]string{EnvGCSHost: g.Host()} }
-
-// SetEnv points STORAGE_EMULATOR_HOST at this emulator for the whole
-// process (the last call wins). Tests should prefer t.Setenv.
-func (g *GCS) SetEnv() error { return os.Setenv(EnvGCSHost, g.Host()) }
 
 // CreateBucket creates a bucket.
 func (g *GCS) CreateBucket(name string) error {
@@ -79,16 +78,36 @@ func (g *GCS) CreateBucket(name string) error {
 	return nil
 }
 
-// OpenBucket opens a bucket of this emulator over real HTTP (so request
-// contexts and deadlines are honoured), without reading the environment.
+// NewBucket creates a bucket with a name no other NewBucket of this
+// emulator returned, and returns the name.
+func (g *GCS) NewBucket() (string, error) {
+	name := fmt.Sprintf("bucketlogtest-%d", g.names.Add(1))
+	return name, g.CreateBucket(name)
+}
+
+// OpenBucket opens a bucket of this emulator as a portable gocloud bucket
+// over real HTTP (so request contexts and deadlines are honoured), reading
+// no environment.
 func (g *GCS) OpenBucket(ctx context.Context, name string) (*blob.Bucket, error) {
 	return OpenGCSBucket(ctx, g.Endpoint(), name, g.hc)
 }
 
+// Bucket opens a bucket of this emulator as bucketlog.Options.Bucket takes
+// it (verified reads, conditional writes, compare-and-swap), reading no
+// environment. The caller closes it, after every log using it.
+func (g *GCS) Bucket(ctx context.Context, name string) (blobtier.Bucket, error) {
+	raw, err := g.OpenBucket(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return blobtier.New(raw, blobtier.Options{}), nil
+}
+
 // OpenGCSBucket opens bucket name on a GCS-compatible endpoint
-// ("http://HOST:PORT") without credentials. A nil hc uses a client of its
-// own. The JSON/HTTP storage client holds no resources beyond hc's idle
-// connections, which end when the server closes them.
+// ("http://HOST:PORT") without credentials, reading no environment. A nil
+// hc uses a client of its own. The JSON/HTTP storage client holds no
+// resources beyond hc's idle connections, which end when the server closes
+// them.
 func OpenGCSBucket(ctx context.Context, endpoint, name string, hc *http.Client) (*blob.Bucket, error) {
 	if hc == nil {
 		hc = newHTTPClient()
@@ -112,7 +131,7 @@ func OpenGCSBucket(ctx context.Context, endpoint, name string, hc *http.Client) 
 // PutRaw stores data under key in bucket straight in the backend, with meta
 // as user metadata, bypassing every client-side check. The emulator computes
 // its own CRC32C and MD5 of data, so the storage client's checks pass and
-// only blobtier's digest can catch a corrupt object.
+// only bucketlog's own digest can catch a corrupt object.
 func (g *GCS) PutRaw(bucket, key string, data []byte, meta map[string]string) error {
 	obj := fakestorage.Object{
 		ObjectAttrs: fakestorage.ObjectAttrs{

@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"os"
-	"sync"
+	"sync/atomic"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -16,9 +16,11 @@ import (
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/s3blob"
+
+	"github.com/bucketlog/bucketlog/blobtier"
 )
 
-// Region is the region every emulator URL and client uses.
+// Region is the region of every S3 emulator URL and client.
 const Region = "us-east-1"
 
 // Static credentials of the S3 emulator (gofakes3 does not check them).
@@ -32,6 +34,7 @@ type S3 struct {
 	backend *s3mem.Backend
 	srv     *server
 	hc      *http.Client // shared by the buckets OpenBucket returns
+	names   atomic.Uint64
 }
 
 // StartS3 starts an S3 emulator. Close it when done.
@@ -54,11 +57,14 @@ func (s *S3) Endpoint() string { return "http://" + s.srv.hostPort() }
 func (s *S3) URL(name string) string { return s.URLSigned(name) + "&anonymous=true" }
 
 // URLSigned is the production-shaped URL, whose requests are signed with
-// credentials from the environment: set S3Env first (SetS3Env or t.Setenv).
+// credentials from the environment: set S3Env first (t.Setenv).
 // s3://NAME?endpoint=http://127.0.0.1:PORT&use_path_style=true&region=us-east-1
 func (s *S3) URLSigned(name string) string {
 	return fmt.Sprintf("s3://%s?endpoint=%s&use_path_style=true&region=%s", name, s.Endpoint(), Region)
 }
+
+// Env is the environment URL needs: none.
+func (s *S3) Env() map[string]string { return nil }
 
 // S3Env is the environment a signed s3:// URL to an emulator needs: static
 // credentials, and no shared config, credentials file or instance metadata
@@ -73,22 +79,6 @@ func S3Env() map[string]string {
 	}
 }
 
-var s3EnvOnce sync.Once
-
-// SetS3Env sets S3Env in the process environment once. Tests should prefer
-// t.Setenv; the demo and benchmarks, which own their process, may use this.
-func SetS3Env() error {
-	var err error
-	s3EnvOnce.Do(func() {
-		for k, v := range S3Env() {
-			if e := os.Setenv(k, v); e != nil {
-				err = e
-			}
-		}
-	})
-	return err
-}
-
 // CreateBucket creates a bucket; an existing one is an error.
 func (s *S3) CreateBucket(name string) error {
 	if err := s.backend.CreateBucket(name); err != nil {
@@ -97,15 +87,35 @@ func (s *S3) CreateBucket(name string) error {
 	return nil
 }
 
-// OpenBucket opens a bucket of this emulator with a client built in code
-// (static credentials, path-style, checksums only when required).
+// NewBucket creates a bucket with a name no other NewBucket of this
+// emulator returned, and returns the name.
+func (s *S3) NewBucket() (string, error) {
+	name := fmt.Sprintf("bucketlogtest-%d", s.names.Add(1))
+	return name, s.CreateBucket(name)
+}
+
+// OpenBucket opens a bucket of this emulator as a portable gocloud bucket
+// (no verification of any kind), with a client built in code: it reads no
+// environment.
 func (s *S3) OpenBucket(ctx context.Context, name string) (*blob.Bucket, error) {
 	return OpenS3Bucket(ctx, s.Endpoint(), name, s.hc)
 }
 
-// OpenS3Bucket opens bucket name on an S3-compatible endpoint with the
-// emulator's static credentials, without reading the environment. A nil hc
-// uses a client of its own.
+// Bucket opens a bucket of this emulator as bucketlog.Options.Bucket takes
+// it (verified reads, conditional writes, compare-and-swap), reading no
+// environment. The caller closes it, after every log using it.
+func (s *S3) Bucket(ctx context.Context, name string) (blobtier.Bucket, error) {
+	raw, err := s.OpenBucket(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return blobtier.New(raw, blobtier.Options{}), nil
+}
+
+// OpenS3Bucket opens bucket name on any S3-compatible endpoint
+// ("http://HOST:PORT": an emulator in another process, a proxy or a
+// blackhole a test controls) with the emulator's static credentials,
+// without reading the environment. A nil hc uses a client of its own.
 func OpenS3Bucket(ctx context.Context, endpoint, name string, hc *http.Client) (*blob.Bucket, error) {
 	if hc == nil {
 		hc = newHTTPClient()
@@ -130,7 +140,8 @@ func OpenS3Bucket(ctx context.Context, endpoint, name string, hc *http.Client) (
 
 // PutRaw stores data under key in bucket straight in the backend, with meta
 // as user metadata (keys as a client would send them, e.g. "length"),
-// bypassing every client-side check.
+// bypassing every client-side check: to plant a corrupt or foreign object
+// at rest.
 func (s *S3) PutRaw(bucket, key string, data []byte, meta map[string]string) error {
 	md := make(map[string]string, len(meta)+1)
 	for k, v := range meta {
