@@ -335,8 +335,11 @@ func (s *Store) createSegmentFile(id uint64) (File, error) {
 	}
 	if s.prealloc {
 		if err := writeZeros(f, 0, s.maxSeg); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("localseg: preallocate segment %d: %w", id, err)
+			// Preallocation is an optimisation: the segment then grows
+			// as frames are written (zeros that did land read as the
+			// end of the log).
+			s.preallocFailures.Add(1)
+			s.log.Warn("localseg: preallocating a new segment failed; it grows as it is written", "dir", s.dir, "segment", id, "err", err)
 		}
 	}
 	if err := s.datasync(f, true); err != nil {
@@ -560,7 +563,9 @@ func (s *Store) recoverSegments(ids []uint64) error {
 	}
 	if s.prealloc && size < s.maxSeg {
 		if err := writeZeros(f, size, s.maxSeg); err != nil {
-			return fmt.Errorf("localseg: preallocate segment %d: %w", highest, err)
+			// An optimisation, as for a new segment.
+			s.preallocFailures.Add(1)
+			s.log.Warn("localseg: preallocating the active segment failed; it grows as it is written", "dir", s.dir, "segment", highest, "err", err)
 		}
 		changed = true
 	}

@@ -166,6 +166,16 @@ type Store struct {
 	// under its temporary name, or being prepared (spareBusy).
 	spareSeg  File
 	spareBusy bool
+	// spareFailed is the active segment whose spare could not be
+	// prepared (0: none); it is not tried again for that segment.
+	spareFailed uint64
+	// preallocFailures counts preparations and preallocations that
+	// failed and were done without (tests).
+	preallocFailures atomic.Int64
+
+	// latePoison is a failure after a group's fsync (the checkpoint of a
+	// seal), applied once the group is published. Guarded by mu.
+	latePoison error
 }
 
 func resolveOptions(opts Options) (Options, error) {
