@@ -210,6 +210,20 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	for attempt := 0; ; attempt++ {
+		s, err := open(dir, opts)
+		// A read-only open races with a live writer, whose rollover can
+		// land between the reads of its files (an index file listed
+		// without its successor): evidence of a lost file is confirmed
+		// by reading again.
+		if err != nil && opts.ReadOnly && errors.Is(err, ErrLostState) && attempt < 2 {
+			continue
+		}
+		return s, err
+	}
+}
+
+func open(dir string, opts Options) (*Store, error) {
 	s := &Store{
 		dir:      dir,
 		fs:       opts.FS,
