@@ -202,10 +202,20 @@ type Options struct {
 	ReadOnly bool
 	// NoPreallocate disables preallocating the active segment.
 	NoPreallocate bool
-	FS            FS // default OSFS{}
-	Now           func() time.Time
-	Logger        *slog.Logger
-	Observer      Observer
+	// Shard, when Count is not 0, is the shard pair the store belongs to:
+	// a writable open records it (shard.json), and an open of a store that
+	// records another pair fails with ErrShardMismatch before it changes
+	// anything (see shardpair.go).
+	Shard    ShardPair
+	FS       FS // default OSFS{}
+	Now      func() time.Time
+	Logger   *slog.Logger
+	Observer Observer
+}
+
+// ShardPair names shard Index of a pool of Count.
+type ShardPair struct {
+	Index, Count int
 }
 
 // ShardDir is the directory of a shard's store under root.

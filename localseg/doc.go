@@ -39,7 +39,11 @@
 //
 // A store directory holds seg-<16-digit decimal id>.eslog, checkpoint.json,
 // reclaim.json and LOCK, and (beyond SPEC, a cache) seg-<id>.idx beside
-// sealed segments (see Read index). Segment ids start at 1 (after a reclaim, at the
+// sealed segments (see Read index), and (beyond SPEC) shard.json, the shard
+// pair the store was written as: recorded by the first writable open told
+// a pair (Options.Shard), right after the first segment, and compared by
+// every open told one, which refuses another pair with ErrShardMismatch
+// before changing anything (see shardpair.go). Segment ids start at 1 (after a reclaim, at the
 // reclaimed id + 1) and are never reused. A frame never spans two segments:
 // before a frame of F bytes, a non-empty active segment with len+F above
 // SegmentMaxBytes (default 8 MiB, at most 15 MiB) is sealed and the frame

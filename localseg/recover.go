@@ -228,6 +228,10 @@ func validFrameIn(data []byte, from, to int) bool {
 
 // recover opens the store's files and rebuilds its state (SPEC §2).
 func (s *Store) recover() error {
+	// The shard pair first, before the directory or its lock is touched.
+	if _, err := s.checkShardPair(); err != nil {
+		return err
+	}
 	if !s.readOnly {
 		if err := makeDirDurable(s.fs, s.dir); err != nil {
 			return fmt.Errorf("localseg: create %s: %w", s.dir, err)
@@ -240,6 +244,11 @@ func (s *Store) recover() error {
 			return fmt.Errorf("localseg: lock %s: %w", s.dir, err)
 		}
 		s.lock = l
+		// Again under the lock: another writer may have recorded the
+		// pair meanwhile.
+		if s.shardRecorded, err = s.checkShardPair(); err != nil {
+			return err
+		}
 	}
 	m, err := ReadReclaimManifest(s.fs, s.dir)
 	if err != nil {
@@ -268,7 +277,7 @@ func (s *Store) recover() error {
 			} else {
 				kept = append(kept, id)
 			}
-		} else if strings.HasSuffix(name, tmpSuffix) && (strings.HasPrefix(name, segPrefix) || strings.HasPrefix(name, manifestName)) {
+		} else if strings.HasSuffix(name, tmpSuffix) && (strings.HasPrefix(name, segPrefix) || strings.HasPrefix(name, manifestName) || strings.HasPrefix(name, shardName)) {
 			tmps = append(tmps, name)
 		} else if id, ok := parseSegmentIndexName(name); ok && id <= s.reclaimedSeg {
 			// The index file of a reclaimed segment (reclaim removes it

@@ -94,12 +94,15 @@ type Store struct {
 	maxSeg   int64
 	prealloc bool
 	sealAge  time.Duration
-	now      func() time.Time
-	log      *slog.Logger
-	obs      Observer
-	lock     io.Closer
-	report   OpenReport
-	readers  readerCache
+	shard    ShardPair
+	// shardRecorded: shard.json records shard (see shardpair.go).
+	shardRecorded bool
+	now           func() time.Time
+	log           *slog.Logger
+	obs           Observer
+	lock          io.Closer
+	report        OpenReport
+	readers       readerCache
 
 	// unsafeRetryFsync, set only by a RED control test, retries a failed
 	// fsync once and acknowledges when the retry succeeds: the behaviour
@@ -231,6 +234,7 @@ func open(dir string, opts Options) (*Store, error) {
 		maxSeg:   opts.SegmentMaxBytes,
 		prealloc: !opts.NoPreallocate,
 		sealAge:  opts.SealMaxAge,
+		shard:    opts.Shard,
 		now:      opts.Now,
 		log:      opts.Logger,
 		obs:      opts.Observer,
@@ -245,6 +249,7 @@ func open(dir string, opts Options) (*Store, error) {
 		s.closeFiles()
 		return nil, err
 	}
+	s.recordShardPair()
 	s.nextSeq = s.tip + 1
 	s.tipA.Store(s.tip)
 	for name, c := range s.cons {
