@@ -161,15 +161,16 @@ func (s *Store) checkShardPair() (recorded bool, err error) {
 }
 
 // recordShardPair writes the pair the writable open was told when the store
-// records none (a new store, or one that adopts it). A failure is logged:
-// the next writable open tries again, and the store is otherwise sound.
-func (s *Store) recordShardPair() {
+// records none (a new store, or one that adopts it). A failure fails the
+// open like any write error at open (the store is sound without the
+// record; the next writable open tries again).
+func (s *Store) recordShardPair() error {
 	if s.shard.Count == 0 || s.readOnly || s.shardRecorded {
-		return
+		return nil
 	}
 	if err := writeShardPair(s.fs, s.dir, s.shard); err != nil {
-		s.log.Warn("localseg: recording the shard pair failed; the next writable open records it", "dir", s.dir, "shard", s.shard.String(), "err", err)
-		return
+		return fmt.Errorf("localseg: record %s: %w", s.shard, err)
 	}
 	s.shardRecorded = true
+	return nil
 }

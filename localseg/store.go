@@ -245,11 +245,14 @@ func open(dir string, opts Options) (*Store, error) {
 	}
 	s.cond.L = &s.mu
 	s.readers.init(s.fs, dir)
-	if err := s.recover(); err != nil {
+	err := s.recover()
+	if err == nil {
+		err = s.recordShardPair()
+	}
+	if err != nil {
 		s.closeFiles()
 		return nil, err
 	}
-	s.recordShardPair()
 	s.nextSeq = s.tip + 1
 	s.tipA.Store(s.tip)
 	for name, c := range s.cons {
