@@ -78,10 +78,16 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 
 	// The backend selector and the GC policy have their own fail-safe
-	// parsers next to the code they select.
-	if b, w := localref.ParseBackend(getenv(EnvBackend)); b == localref.LocalReference {
+	// parsers next to the code they select. The non-durable driver is
+	// selected only by the exact token (SPEC §8): a value that is the
+	// token with blanks around it keeps the durable store, with a warning.
+	raw := getenv(EnvBackend)
+	switch b, w := localref.ParseBackend(raw); {
+	case b == localref.LocalReference && raw == BackendLocalReference:
 		c.Backend = BackendLocalReference
-	} else if w != "" && strings.TrimSpace(getenv(EnvBackend)) != "" {
+	case b == localref.LocalReference:
+		warn("%s=%q is not exactly %q; keeping %s", EnvBackend, raw, BackendLocalReference, BackendDurableSegment)
+	case w != "" && strings.TrimSpace(raw) != "":
 		c.Warnings = append(c.Warnings, w)
 	}
 	pol, warns := reclaim.ParsePolicy(getenv)

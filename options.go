@@ -57,7 +57,9 @@ type Options struct {
 	// bucket is configured).
 	DisableTailReplication bool
 	// SyncToBucket makes an append return only once the tail object that
-	// covers it is in the bucket (or, after SyncWait, ErrNotInBucket).
+	// covers it is in the bucket (or, after SyncWait, ErrNotInBucket). It
+	// needs a bucket and tail replication: Open refuses it (ErrUsage)
+	// with DisableTailReplication or without a bucket.
 	SyncToBucket bool
 	// SyncWait bounds how long a synchronous append waits (default 10s).
 	SyncWait time.Duration
@@ -119,6 +121,15 @@ func (o Options) resolved() (Options, error) {
 	}
 	if o.ShardCount < 1 || o.ShardIndex < 0 || o.ShardIndex >= o.ShardCount {
 		return o, fmt.Errorf("%w: shard index %d of count %d is not a valid pair", ErrUsage, o.ShardIndex, o.ShardCount)
+	}
+	// Contradictions are refused here, before Open touches the disk: a
+	// synchronous append waits for a tail object, so it needs a bucket and
+	// tail replication.
+	switch {
+	case o.SyncToBucket && o.DisableTailReplication:
+		return o, fmt.Errorf("%w: synchronous mode (SyncToBucket) needs tail replication, which is disabled", ErrUsage)
+	case o.SyncToBucket && !o.hasBucket() && !o.ReadOnly:
+		return o, fmt.Errorf("%w: synchronous mode (SyncToBucket) needs a bucket", ErrUsage)
 	}
 	switch {
 	case o.SegmentMaxBytes == 0:

@@ -17,7 +17,11 @@
 //
 // A Log is one replica. It opens its owned shard's store,
 // <root>/shard-NNNN, writable and keeps it resident until Close; the store's
-// lock makes a second writer of the same shard fail at Open. Then:
+// lock makes a second writer of the same shard fail at Open. The store
+// records the pair it is written as (localseg Options.Shard; a store
+// without a record adopts the pair of this Open), and Open refuses a store
+// written as another pair (another shard count) as an ErrConfig error,
+// before changing it. Then:
 //
 //   - Append and AppendBatch of an execution owned elsewhere are refused with
 //     a *NotOwnerError naming the owner shard (errors.Is ErrNotOwner). The

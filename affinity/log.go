@@ -133,7 +133,13 @@ func Open(root string, own Ownership, opts Options) (*Log, error) {
 	}
 	storeOpts := opts.Store
 	storeOpts.ReadOnly = false
+	// The store records the pair it is written with and refuses another
+	// (localseg shard.json): a configuration error.
+	storeOpts.Shard = localseg.ShardPair{Index: own.Index, Count: own.Count}
 	st, err := localseg.Open(localseg.ShardDir(root, own.Index), storeOpts)
+	if errors.Is(err, localseg.ErrShardMismatch) {
+		return nil, fmt.Errorf("open owned %s: %w: %w", own, ErrConfig, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open owned %s: %w", own, err)
 	}

@@ -37,10 +37,14 @@ var (
 	// ErrUnknownConsumer is also an ErrInvalidState.
 	ErrUnknownConsumer = fmt.Errorf("%w: unknown consumer", ErrInvalidState)
 	ErrCorrupt         = errors.New("localseg: corrupt")
-	ErrPoisoned        = errors.New("localseg: store poisoned by an earlier write or fsync error; reopen it")
-	ErrLocked          = errors.New("localseg: store locked by another writer")
-	ErrReadOnly        = errors.New("localseg: store opened read-only")
-	ErrClosed          = errors.New("localseg: store closed")
+	// ErrLostState reports a store whose own durable records (checkpoint,
+	// index files, reclaim.json) show more than its segment files hold: a
+	// file was lost. It is also an ErrInvalidState.
+	ErrLostState = fmt.Errorf("%w: durable state missing", ErrInvalidState)
+	ErrPoisoned  = errors.New("localseg: store poisoned by an earlier write or fsync error; reopen it")
+	ErrLocked    = errors.New("localseg: store locked by another writer")
+	ErrReadOnly  = errors.New("localseg: store opened read-only")
+	ErrClosed    = errors.New("localseg: store closed")
 	// ErrReclaimed reports a read of a sequence at or below the reclaim base.
 	ErrReclaimed = errors.New("localseg: reclaimed")
 	// ErrNotFound reports a point read of a sequence that does not exist
@@ -198,10 +202,20 @@ type Options struct {
 	ReadOnly bool
 	// NoPreallocate disables preallocating the active segment.
 	NoPreallocate bool
-	FS            FS // default OSFS{}
-	Now           func() time.Time
-	Logger        *slog.Logger
-	Observer      Observer
+	// Shard, when Count is not 0, is the shard pair the store belongs to:
+	// a writable open records it (shard.json), and an open of a store that
+	// records another pair fails with ErrShardMismatch before it changes
+	// anything (see shardpair.go).
+	Shard    ShardPair
+	FS       FS // default OSFS{}
+	Now      func() time.Time
+	Logger   *slog.Logger
+	Observer Observer
+}
+
+// ShardPair names shard Index of a pool of Count.
+type ShardPair struct {
+	Index, Count int
 }
 
 // ShardDir is the directory of a shard's store under root.

@@ -1,7 +1,6 @@
 package localseg
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -56,9 +55,12 @@ func (s *Store) Append(ev Event) (AppendResult, error) {
 		return AppendResult{}, tooLarge(n, s.maxSeg)
 	}
 	s.enqueueEventLocked(&v, seq)
-	if err := s.await(s.pend.gen); err != nil {
+	if err := s.await(s.pend.gen); err != nil && s.tipA.Load() < seq {
 		return AppendResult{}, err
 	}
+	// A group that failed after the fsync covering this frame (a seal's
+	// fsync, then the successor's creation) published it: it is durable,
+	// and reporting it failed would make a retry store it twice.
 	return AppendResult{Seq: seq, Created: seq == 1, Tip: s.tipA.Load()}, nil
 }
 
@@ -91,10 +93,18 @@ func (s *Store) AppendBatch(evs []Event) (first, last uint64, err error) {
 	for i := range vs {
 		s.enqueueEventLocked(&vs[i], first+uint64(i))
 	}
+	last = first + uint64(len(vs)) - 1
 	if err := s.await(s.pend.gen); err != nil {
-		return 0, 0, err
+		switch tip := s.tipA.Load(); {
+		case tip >= last:
+			// Durable before the group failed (see Append).
+		case tip >= first:
+			return 0, 0, fmt.Errorf("%w (events %d..%d of the batch are durable, the rest were not written)", err, first, tip)
+		default:
+			return 0, 0, err
+		}
 	}
-	return first, first + uint64(len(vs)) - 1, nil
+	return first, last, nil
 }
 
 // AppendRecovered appends frames recovered from the bucket through the
@@ -210,18 +220,20 @@ func (s *Store) enqueueConsumerLocked(kind FrameKind, name string, seq uint64) u
 // pending group is non-empty while the role is held, an appender is parked
 // on its lead channel or on its way back to s.mu, and every holder of the
 // role wakes it when it lets go.
+//
+// A group is durable once its fdatasync completed: what a leader does after
+// it (the checkpoint write, preparing the spare) never fails the group's
+// members, it can only poison the store for later groups.
 func (s *Store) await(gen uint64) error {
-	var leadErr error // the error of a group or checkpoint this caller led
 	for {
 		switch {
 		case s.genDone >= gen:
 			s.mu.Unlock()
-			return leadErr
+			return nil
 		case s.poison != nil:
 			if s.heir == gen {
 				// The role was handed to this group and the store was
-				// poisoned before its leader took it (by the spare's
-				// preparation, which runs without the role): nothing
+				// poisoned before its leader took it: nothing
 				// more will be written; give the role back so Close can
 				// take it.
 				s.heir = 0
@@ -236,13 +248,13 @@ func (s *Store) await(gen uint64) error {
 			switch {
 			case s.heir == gen:
 				s.heir = 0 // the role was handed to this group
-				leadErr = s.leadLocked()
-				leadErr = errors.Join(leadErr, s.prepareSpareLocked())
+				s.leadLocked()
+				s.prepareSpareLocked()
 				continue
 			case !s.writing:
 				s.writing = true
-				leadErr = s.leadLocked()
-				leadErr = errors.Join(leadErr, s.prepareSpareLocked())
+				s.leadLocked()
+				s.prepareSpareLocked()
 				continue
 			case b.lead == nil:
 				b.lead = make(chan struct{})
@@ -324,10 +336,21 @@ func (s *Store) flushLocked() error {
 		s.genDone = b.gen
 		s.genDoneA.Store(b.gen)
 	}
+	s.applyLatePoisonLocked()
 	b.wakeAll()
 	b.reset(0)
 	s.spare = b
 	return err
+}
+
+// applyLatePoisonLocked poisons the store with a failure recorded during
+// the group just written, after the fsync that made its frames durable
+// (see commitChunk): the group succeeds, later appends fail.
+func (s *Store) applyLatePoisonLocked() {
+	if err := s.latePoison; err != nil {
+		s.latePoison = nil
+		s.poisonLocked(err)
+	}
 }
 
 // writeCheckpointLocked encodes the durable state and writes it over
@@ -383,9 +406,14 @@ func (s *Store) commitChunk(seg *segment, buf []byte, items []item, end int64, s
 		}
 	}
 	var next *segment
+	sealedOK := false // the seal's fsync covered the frames
 	err := seg.indexAlongside(buf, items, func() (err error) {
 		if seal {
-			next, err = s.rollover(seg, end)
+			if err = s.sealFile(seg, end); err != nil {
+				return err
+			}
+			sealedOK = true
+			next, err = s.successor(seg)
 			return err
 		}
 		if len(items) == 0 {
@@ -397,6 +425,16 @@ func (s *Store) commitChunk(seg *segment, buf []byte, items []item, end int64, s
 		return nil
 	})
 	if err != nil {
+		if sealedOK && len(items) > 0 {
+			// The frames are durable although the successor could not
+			// be made: publish them, so their appenders are answered
+			// with success (the caller poisons the store; seg stays the
+			// active segment, at its logical end).
+			s.mu.Lock()
+			s.applyLocked(items)
+			s.ckptDirty = true
+			s.mu.Unlock()
+		}
 		return err
 	}
 	if seal {
@@ -427,11 +465,21 @@ func (s *Store) commitChunk(seg *segment, buf []byte, items []item, end int64, s
 		return nil
 	}
 	old.Close()
-	err = s.writeCheckpoint(true)
+	if err := s.writeCheckpoint(true); err != nil {
+		// The seal and the frames are durable: a checkpoint is a cache
+		// (the next open replays). The failure poisons the store once
+		// the group in flight is published (a write error is a write
+		// error, SPEC §2), so only later appends fail.
+		s.mu.Lock()
+		if s.latePoison == nil {
+			s.latePoison = err
+		}
+		s.mu.Unlock()
+	}
 	if s.obs != nil {
 		s.obs.Sealed(info)
 	}
-	return err
+	return nil
 }
 
 // overlapIndexMin is the size of a group from which its index-file
@@ -466,14 +514,21 @@ func (seg *segment) indexAlongside(buf []byte, items []item, durable func() erro
 	return err
 }
 
-// rollover seals seg at end and creates its successor.
-func (s *Store) rollover(seg *segment, end int64) (*segment, error) {
+// sealFile truncates seg to end and fsyncs it: from then on its frames are
+// durable (a rollover's first half).
+func (s *Store) sealFile(seg *segment, end int64) error {
 	if err := seg.f.Truncate(end); err != nil {
-		return nil, fmt.Errorf("localseg: seal segment %d: truncate: %w", seg.id, err)
+		return fmt.Errorf("localseg: seal segment %d: truncate: %w", seg.id, err)
 	}
 	if err := s.datasync(seg.f, true); err != nil {
-		return nil, fmt.Errorf("localseg: seal segment %d: fsync: %w", seg.id, err)
+		return fmt.Errorf("localseg: seal segment %d: fsync: %w", seg.id, err)
 	}
+	return nil
+}
+
+// successor creates the segment after seg (the spare renamed into place,
+// or a new file) and fsyncs the directory: a rollover's second half.
+func (s *Store) successor(seg *segment) (*segment, error) {
 	f, err := s.takeSpare(seg.id + 1)
 	if err != nil {
 		return nil, err
@@ -599,6 +654,10 @@ func (s *Store) sealLocked() (bool, error) {
 	if err != nil {
 		s.poisonLocked(err)
 		return false, s.poison
+	}
+	if s.latePoison != nil {
+		s.applyLatePoisonLocked()
+		return true, s.poison
 	}
 	return true, nil
 }

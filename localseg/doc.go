@@ -39,7 +39,11 @@
 //
 // A store directory holds seg-<16-digit decimal id>.eslog, checkpoint.json,
 // reclaim.json and LOCK, and (beyond SPEC, a cache) seg-<id>.idx beside
-// sealed segments (see Read index). Segment ids start at 1 (after a reclaim, at the
+// sealed segments (see Read index), and (beyond SPEC) shard.json, the shard
+// pair the store was written as: recorded by the first writable open told
+// a pair (Options.Shard), right after the first segment, and compared by
+// every open told one, which refuses another pair with ErrShardMismatch
+// before changing anything (see shardpair.go). Segment ids start at 1 (after a reclaim, at the
 // reclaimed id + 1) and are never reused. A frame never spans two segments:
 // before a frame of F bytes, a non-empty active segment with len+F above
 // SegmentMaxBytes (default 8 MiB, at most 15 MiB) is sealed and the frame
@@ -86,7 +90,15 @@
 // it on the way (truncate to the logical end, fsync, create and preallocate
 // the successor, fsync the directory, rewrite and fsync the checkpoint) and
 // writes the rest into the successor. Every member of a failed group gets
-// the error. The hot path allocates nothing beyond amortized buffer growth.
+// the error, except those whose frames an fsync already covered (a seal's,
+// when the successor then cannot be created): they are durable, and an
+// error would make a retry store them twice. Likewise the work after a
+// group's fdatasync (the checkpoint write, preparing the spare segment)
+// never fails that group: a failed checkpoint write poisons the store for
+// later appends only, and a failed spare or preallocation (ENOSPC, EIO) is
+// logged and does not poison at all (the successor is then created at the
+// rollover, growing as it is written). The hot path allocates nothing
+// beyond amortized buffer growth.
 // Readers see only durable state.
 //
 // # Preallocation
@@ -115,7 +127,18 @@
 //
 // Open lists the segments (those at or below reclaim.json are deleted
 // unread by a writable open, skipped by a read-only one; a missing id in
-// between is corruption) and then, when checkpoint.json names the highest
+// between is corruption). A store whose own durable records show more than
+// its files hold is refused, writable or read-only, before anything is
+// changed (ErrLostState, an ErrInvalidState, naming the evidence and the
+// way to rebuild from a bucket): a parsing checkpoint naming a segment above
+// the highest file, or counting more events than the files hold; the index
+// file of a segment with no successor; segment files left at or below
+// reclaim.json with none above. A shorter log would give the lost sequences
+// to new events. None of this is evidence: a checkpoint that does not parse,
+// a new segment it does not name yet, leftovers below a retained segment,
+// reclaim.json alone (a cold load's base). A read-only open reads the
+// checkpoint before listing, and reads again before it reports a loss, so a
+// live writer's rollover is not mistaken for one. Then, when checkpoint.json names the highest
 // segment and no frame starts at its active_len (end of file or zeros),
 // trusts it and replays nothing: open is O(1) in the log's length, and the
 // read index is built by a full replay (every CRC, gapless sequences) on the

@@ -54,3 +54,7 @@ func SkipSegmentDigestForTest() (restore func()) {
 	skipSegmentDigest.Store(true)
 	return func() { skipSegmentDigest.Store(false) }
 }
+
+// PreallocFailuresForTest reports how many spare preparations and segment
+// preallocations failed and were done without.
+func PreallocFailuresForTest(s *Store) int64 { return s.preallocFailures.Load() }

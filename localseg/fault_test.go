@@ -115,9 +115,10 @@ func faultRun(t *testing.T, kinds []faultfs.OpKind, ferr error, errno syscall.Er
 		return op, false
 	}
 	where := fmt.Sprintf("fault %d (%v on %v, %s)", n, errno, op, faultSite(op))
-	// An index file is a cache (segindex.go): failing to write one must
-	// not take the shard down.
-	cache := faultSite(op) == "index file"
+	// An index file is a cache (segindex.go), and the spare segment and
+	// preallocation are optimisations (spare.go): failing to write one
+	// must not take the shard down.
+	cache := faultSite(op) == "index file" || (s != nil && localseg.PreallocFailuresForTest(s) > 0)
 	poison = poison && !cache
 
 	// The error surfaced as the system call's errno, and the store is
@@ -133,7 +134,7 @@ func faultRun(t *testing.T, kinds []faultfs.OpKind, ferr error, errno syscall.Er
 		err := h.appendEvents(s, -2, int(n), []localseg.Event{probeEvent(fmt.Sprintf("poisoned-%d", n))})
 		switch {
 		case cache && err != nil:
-			t.Fatalf("%s: append after a failed index file write: %v, want success", where, err)
+			t.Fatalf("%s: append after a failed index file write or preallocation: %v, want success", where, err)
 		case poison && !errors.Is(err, localseg.ErrPoisoned):
 			t.Fatalf("%s: append after the fault: %v, want ErrPoisoned (errors seen: %v)", where, err, h.errs)
 		case poison && mem.Mutations() != mutations:

@@ -228,6 +228,10 @@ func validFrameIn(data []byte, from, to int) bool {
 
 // recover opens the store's files and rebuilds its state (SPEC §2).
 func (s *Store) recover() error {
+	// The shard pair first, before the directory or its lock is touched.
+	if _, err := s.checkShardPair(); err != nil {
+		return err
+	}
 	if !s.readOnly {
 		if err := makeDirDurable(s.fs, s.dir); err != nil {
 			return fmt.Errorf("localseg: create %s: %w", s.dir, err)
@@ -240,6 +244,11 @@ func (s *Store) recover() error {
 			return fmt.Errorf("localseg: lock %s: %w", s.dir, err)
 		}
 		s.lock = l
+		// Again under the lock: another writer may have recorded the
+		// pair meanwhile.
+		if s.shardRecorded, err = s.checkShardPair(); err != nil {
+			return err
+		}
 	}
 	m, err := ReadReclaimManifest(s.fs, s.dir)
 	if err != nil {
@@ -248,11 +257,18 @@ func (s *Store) recover() error {
 	s.reclaimedSeq, s.reclaimedSeg = m.ReclaimedThroughSeq, m.ReclaimedThroughSegment
 	s.tip = s.reclaimedSeq
 
+	// The checkpoint is read before the listing: everything it names was
+	// durable before it was written, so a live writer (under a read-only
+	// open) cannot make it claim more than the listing then shows.
+	ck, ckFileLen, err := s.loadCheckpoint()
+	if err != nil {
+		return err
+	}
 	names, err := s.fs.ReadDir(s.dir)
 	if err != nil && !(s.readOnly && errors.Is(err, fs.ErrNotExist)) {
 		return fmt.Errorf("localseg: list %s: %w", s.dir, err)
 	}
-	var kept, leftovers []uint64
+	var kept, leftovers, idxs []uint64
 	var tmps []string
 	for _, name := range names {
 		if id, ok := parseSegmentName(name); ok {
@@ -261,16 +277,28 @@ func (s *Store) recover() error {
 			} else {
 				kept = append(kept, id)
 			}
-		} else if strings.HasSuffix(name, tmpSuffix) && (strings.HasPrefix(name, segPrefix) || strings.HasPrefix(name, manifestName)) {
+		} else if strings.HasSuffix(name, tmpSuffix) && (strings.HasPrefix(name, segPrefix) || strings.HasPrefix(name, manifestName) || strings.HasPrefix(name, shardName)) {
 			tmps = append(tmps, name)
 		} else if id, ok := parseSegmentIndexName(name); ok && id <= s.reclaimedSeg {
 			// The index file of a reclaimed segment (reclaim removes it
 			// first; a crash can interrupt that).
 			tmps = append(tmps, name)
+		} else if ok {
+			idxs = append(idxs, id)
 		}
 	}
 	slices.Sort(kept)
 	slices.Sort(leftovers)
+	// Before anything is changed: a refused open leaves the directory as
+	// it found it.
+	for i, id := range kept {
+		if want := s.reclaimedSeg + 1 + uint64(i); id != want {
+			return &CorruptionError{Segment: want, Err: fmt.Errorf("%w: segment file missing (found %d next)%s", ErrCorrupt, id, rebuildHint)}
+		}
+	}
+	if err := s.checkNothingMissing(kept, leftovers, idxs, ck); err != nil {
+		return err
+	}
 	if !s.readOnly && len(leftovers)+len(tmps) > 0 {
 		// Segments at or below the reclaim manifest are gone by
 		// definition (a crash interrupted their unlinks): they are
@@ -294,18 +322,59 @@ func (s *Store) recover() error {
 			s.log.Info("localseg: removed segments at or below the reclaim manifest", "dir", s.dir, "segments", leftovers)
 		}
 	}
-	for i, id := range kept {
-		if want := s.reclaimedSeg + 1 + uint64(i); id != want {
-			return &CorruptionError{Segment: want, Err: fmt.Errorf("%w: segment file missing (found %d next)", ErrCorrupt, id)}
-		}
-	}
 	if len(kept) == 0 {
 		if s.readOnly {
 			return nil
 		}
 		return s.createFirstSegment()
 	}
-	return s.recoverSegments(kept)
+	return s.recoverSegments(kept, ck, ckFileLen)
+}
+
+// rebuildHint ends the error of a store that lost durable files.
+const rebuildHint = "; the store is not opened, because a shorter log would give the lost sequences to new events: restore the missing file, or, for a store that ships to a bucket, move the directory aside and rebuild it from the bucket (bucketlog restore, or an Open with the bucket hydrates an empty directory)"
+
+// checkNothingMissing refuses a store whose own durable records show more
+// than its files hold (SPEC §2 files; issue 12): a trusted checkpoint
+// names a segment above the highest file; the index file of a segment
+// exists with no successor (an index file is written only once its
+// segment is sealed, after the successor's directory entry is durable);
+// segment files at or below reclaim.json remain with none above them
+// (reclaim never takes the active segment). kept are the retained segment
+// ids (sorted, gapless), leftovers those at or below reclaim.json, idxs the
+// index files above it, ck the checkpoint when it parses (an untrusted one
+// is no evidence). What a crash, GC, a cold load or a fresh start leaves (a
+// new segment the checkpoint does not name yet, leftovers below a retained
+// segment, reclaim.json alone, no checkpoint) passes.
+func (s *Store) checkNothingMissing(kept, leftovers, idxs []uint64, ck *checkpoint) error {
+	var highest uint64
+	if len(kept) > 0 {
+		highest = kept[len(kept)-1]
+	}
+	switch {
+	case ck != nil && ck.ActiveSegmentID > highest:
+		return s.lostState(fmt.Sprintf("checkpoint.json names segment %d (%d events), the highest segment file is %s", ck.ActiveSegmentID, ck.EventCount, segOrNone(highest)))
+	case len(kept) == 0 && len(leftovers) > 0:
+		return s.lostState(fmt.Sprintf("reclaim.json reclaims through segment %d (sequence %d) and segment files below it remain, but no segment file above it exists", s.reclaimedSeg, s.reclaimedSeq))
+	}
+	for _, id := range idxs {
+		if id >= highest {
+			return s.lostState(fmt.Sprintf("the index file of sealed segment %d exists, the highest segment file is %s", id, segOrNone(highest)))
+		}
+	}
+	return nil
+}
+
+func segOrNone(id uint64) string {
+	if id == 0 {
+		return "none"
+	}
+	return fmt.Sprint(id)
+}
+
+// lostState is the error of a store missing durable state: what shows it.
+func (s *Store) lostState(evidence string) error {
+	return fmt.Errorf("%w: %s: %s%s", ErrLostState, s.dir, evidence, rebuildHint)
 }
 
 // createFirstSegment starts a store with no segment: id 1, or one above the
@@ -335,8 +404,11 @@ func (s *Store) createSegmentFile(id uint64) (File, error) {
 	}
 	if s.prealloc {
 		if err := writeZeros(f, 0, s.maxSeg); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("localseg: preallocate segment %d: %w", id, err)
+			// Preallocation is an optimisation: the segment then grows
+			// as frames are written (zeros that did land read as the
+			// end of the log).
+			s.preallocFailures.Add(1)
+			s.log.Warn("localseg: preallocating a new segment failed; it grows as it is written", "dir", s.dir, "segment", id, "err", err)
 		}
 	}
 	if err := s.datasync(f, true); err != nil {
@@ -400,7 +472,7 @@ func readSeg(f File, id uint64, buf []byte, from, to int64) ([]byte, error) {
 const maxSegmentFile = 256 << 20
 
 // recoverSegments recovers a store whose retained segments are ids.
-func (s *Store) recoverSegments(ids []uint64) error {
+func (s *Store) recoverSegments(ids []uint64, ck *checkpoint, ckFileLen int) error {
 	highest := ids[len(ids)-1]
 	for _, id := range ids[:len(ids)-1] {
 		st, err := s.fs.Stat(s.segPath(id))
@@ -430,10 +502,6 @@ func (s *Store) recoverSegments(ids []uint64) error {
 	}
 	size := st.Size()
 
-	ck, ckFileLen, err := s.loadCheckpoint()
-	if err != nil {
-		return err
-	}
 	ckLen := int64(-1)
 	if ck != nil && ck.ActiveSegmentID == highest && ck.ActiveLen <= size && ck.EventCount >= s.reclaimedSeq {
 		ckLen = ck.ActiveLen
@@ -531,6 +599,11 @@ func (s *Store) recoverSegments(ids []uint64) error {
 		}
 	}
 	s.consNames = sortedNames(s.cons)
+	if ck != nil && ck.EventCount > s.tip {
+		// Checked before any repair writes a byte.
+		return s.lostState(fmt.Sprintf("checkpoint.json counts %d events, the segment files hold %d (segment %d ends at %d bytes, the checkpoint says %d)",
+			ck.EventCount, s.tip, highest, end, ck.ActiveLen))
+	}
 	if s.readOnly {
 		return nil
 	}
@@ -560,7 +633,9 @@ func (s *Store) recoverSegments(ids []uint64) error {
 	}
 	if s.prealloc && size < s.maxSeg {
 		if err := writeZeros(f, size, s.maxSeg); err != nil {
-			return fmt.Errorf("localseg: preallocate segment %d: %w", highest, err)
+			// An optimisation, as for a new segment.
+			s.preallocFailures.Add(1)
+			s.log.Warn("localseg: preallocating the active segment failed; it grows as it is written", "dir", s.dir, "segment", highest, "err", err)
 		}
 		changed = true
 	}

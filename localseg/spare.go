@@ -20,8 +20,12 @@ import (
 // into place and fsyncs the directory, as it would after creating the file.
 // A crash leaves at most a spare under its temporary name, which the next
 // writable open removes with the other temporary files; a store that never
-// gets half full never has one. A failure to prepare it is a write error
-// like any other and poisons the store.
+// gets half full never has one. A failure to prepare it (ENOSPC, EIO)
+// does not poison the store: the spare is an optimisation, no frame was
+// written into it, and the rollover then creates the successor itself
+// (without preallocation if the zeros do not fit either). The failure is
+// logged, the partial spare removed, and no spare is tried again for the
+// same active segment.
 
 // spareName is the spare segment's file name.
 const spareName = segPrefix + "spare" + segSuffix + tmpSuffix
@@ -29,23 +33,30 @@ const spareName = segPrefix + "spare" + segSuffix + tmpSuffix
 // prepareSpareLocked prepares the spare when the active segment is half
 // full and there is none. The caller holds s.mu (released during the I/O)
 // and not the writer role.
-func (s *Store) prepareSpareLocked() error {
+func (s *Store) prepareSpareLocked() {
+	active := s.active()
 	if !s.prealloc || s.spareSeg != nil || s.spareBusy || s.poison != nil || s.closed ||
-		2*s.active().size < s.maxSeg {
-		return nil
+		2*active.size < s.maxSeg || s.spareFailed == active.id {
+		return
 	}
 	s.spareBusy = true
 	s.mu.Unlock()
 	f, err := s.makeSpare()
+	if err != nil {
+		s.preallocFailures.Add(1)
+		s.log.Warn("localseg: preparing the spare segment failed; the next segment is created at the rollover", "dir", s.dir, "err", err)
+		if rerr := s.fs.Remove(filepath.Join(s.dir, spareName)); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			s.log.Warn("localseg: removing the failed spare segment failed; the next open removes it", "dir", s.dir, "err", rerr)
+		}
+	}
 	s.mu.Lock()
 	s.spareBusy = false
 	s.cond.Broadcast()
 	if err != nil {
-		s.poisonLocked(err)
-		return s.poison
+		s.spareFailed = active.id
+		return
 	}
 	s.spareSeg = f
-	return nil
 }
 
 // makeSpare writes the spare: zeros over the segment capacity, fsynced.

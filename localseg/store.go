@@ -94,12 +94,15 @@ type Store struct {
 	maxSeg   int64
 	prealloc bool
 	sealAge  time.Duration
-	now      func() time.Time
-	log      *slog.Logger
-	obs      Observer
-	lock     io.Closer
-	report   OpenReport
-	readers  readerCache
+	shard    ShardPair
+	// shardRecorded: shard.json records shard (see shardpair.go).
+	shardRecorded bool
+	now           func() time.Time
+	log           *slog.Logger
+	obs           Observer
+	lock          io.Closer
+	report        OpenReport
+	readers       readerCache
 
 	// unsafeRetryFsync, set only by a RED control test, retries a failed
 	// fsync once and acknowledges when the retry succeeds: the behaviour
@@ -166,6 +169,16 @@ type Store struct {
 	// under its temporary name, or being prepared (spareBusy).
 	spareSeg  File
 	spareBusy bool
+	// spareFailed is the active segment whose spare could not be
+	// prepared (0: none); it is not tried again for that segment.
+	spareFailed uint64
+	// preallocFailures counts preparations and preallocations that
+	// failed and were done without (tests).
+	preallocFailures atomic.Int64
+
+	// latePoison is a failure after a group's fsync (the checkpoint of a
+	// seal), applied once the group is published. Guarded by mu.
+	latePoison error
 }
 
 func resolveOptions(opts Options) (Options, error) {
@@ -200,6 +213,20 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	for attempt := 0; ; attempt++ {
+		s, err := open(dir, opts)
+		// A read-only open races with a live writer, whose rollover can
+		// land between the reads of its files (an index file listed
+		// without its successor): evidence of a lost file is confirmed
+		// by reading again.
+		if err != nil && opts.ReadOnly && errors.Is(err, ErrLostState) && attempt < 2 {
+			continue
+		}
+		return s, err
+	}
+}
+
+func open(dir string, opts Options) (*Store, error) {
 	s := &Store{
 		dir:      dir,
 		fs:       opts.FS,
@@ -207,6 +234,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		maxSeg:   opts.SegmentMaxBytes,
 		prealloc: !opts.NoPreallocate,
 		sealAge:  opts.SealMaxAge,
+		shard:    opts.Shard,
 		now:      opts.Now,
 		log:      opts.Logger,
 		obs:      opts.Observer,
@@ -217,7 +245,11 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	s.cond.L = &s.mu
 	s.readers.init(s.fs, dir)
-	if err := s.recover(); err != nil {
+	err := s.recover()
+	if err == nil {
+		err = s.recordShardPair()
+	}
+	if err != nil {
 		s.closeFiles()
 		return nil, err
 	}

@@ -735,7 +735,10 @@ func TestEnvAndFlags(t *testing.T) {
 		// A flag pair overrides an invalid environment pair.
 		bad := []string{"NOETL_SHARD_INDEX=5", "NOETL_SHARD_COUNT=2"}
 		runCLI(t, bad, "append", "--dir", dir, "--execution-id", "1", "--transaction-id", "t", "--payload", "p").want(t, 2, "usage")
-		ok(t, bad, "append", "--dir", dir, "--shard-index", "0", "--shard-count", "1", "--execution-id", "1", "--transaction-id", "t", "--payload", "p")
+		// (In a new root: shard 0 of this one was written as 0 of 2, and a
+		// store keeps its pair, issue 12 finding 13.)
+		runCLI(t, bad, "append", "--dir", dir, "--shard-index", "0", "--shard-count", "1", "--execution-id", "1", "--transaction-id", "t", "--payload", "p").want(t, 2, "usage")
+		ok(t, bad, "append", "--dir", filepath.Join(t.TempDir(), "one"), "--shard-index", "0", "--shard-count", "1", "--execution-id", "1", "--transaction-id", "t", "--payload", "p")
 		ok(t, bad, "scan", "--dir", dir, "--shard", "0")
 		runCLI(t, bad, "scan", "--dir", dir).want(t, 2, "usage")
 	})
@@ -798,10 +801,15 @@ func TestBackendSelector(t *testing.T) {
 			t.Errorf("%q: no warning on stderr:\n%s", v, r)
 		}
 	}
+	// Only the exact token selects it (SPEC §8; issue 12, finding 13): with
+	// blanks around it the durable store is kept, with a warning.
 	dir := filepath.Join(t.TempDir(), "d")
-	ok(t, []string{"NOETL_EHDB_EVENTLOG_BACKEND= local_reference "}, "append", "--dir", dir, "--execution-id", "1", "--transaction-id", "t", "--payload", "p")
-	if _, err := os.Stat(filepath.Join(localseg.ShardDir(dir, 0), "eventlog.jsonl")); err != nil {
-		t.Errorf("the trimmed token did not select local_reference: %v", err)
+	r := ok(t, []string{"NOETL_EHDB_EVENTLOG_BACKEND= local_reference "}, "append", "--dir", dir, "--execution-id", "1", "--transaction-id", "t", "--payload", "p")
+	if _, err := os.Stat(filepath.Join(localseg.ShardDir(dir, 0), "eventlog.jsonl")); err == nil {
+		t.Errorf("the token with blanks selected local_reference")
+	}
+	if _, err := os.Stat(filepath.Join(localseg.ShardDir(dir, 0), localseg.SegmentFileName(1))); err != nil || !strings.Contains(r.stderr, "NOETL_EHDB_EVENTLOG_BACKEND") {
+		t.Errorf("the token with blanks: durable store %v, warning in\n%s", err, r.stderr)
 	}
 }
 

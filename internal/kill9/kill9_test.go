@@ -3,6 +3,7 @@ package kill9
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -380,6 +381,13 @@ func redLocalTruncated(t *testing.T, exe, root string, seed uint64) redOutcome {
 		t.Fatal(err)
 	}
 	cut, err := ReadView(shard)
+	if errors.Is(err, localseg.ErrLostState) {
+		// The store itself now refuses the cut log (its checkpoint counts
+		// more events than the files hold; issue 12, finding 9) instead of
+		// presenting a shorter one: every acknowledged event is reported.
+		return redOutcome{Name: "local-truncated-segment", Acked: len(m.Acked), StrictLost: len(m.Acked), PromiseLost: len(m.Acked),
+			Note: fmt.Sprintf("segment %d cut from %d to %d bytes; the store refuses to open: %v", last.ID, last.Size, last.Size/2, err)}
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
