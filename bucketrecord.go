@@ -45,10 +45,13 @@ func (l *Log) checkBucketRecord(rec bucketRecord, hasRec bool) error {
 }
 
 // sameBucket reports whether two bucket URLs (either may be redacted) name
-// the same bucket: the same scheme, bucket, path, prefix= and endpoint=.
-// Parameter order, credentials and every other parameter (region,
+// the same bucket: the same scheme, bucket, path and prefix=. Parameter
+// order, credentials and every other parameter (endpoint, region,
 // use_path_style, checksum settings...) are ignored: they change how the
-// bucket is reached, not which bucket it is. An injected bucket compares
+// bucket is reached, not which bucket it is (one bucket is reached through
+// a VPC endpoint, a proxy or an emulator on a new port; a server that holds
+// another history under the same name is refused by Open's reconcile as a
+// stale or diverged disk). An injected bucket compares
 // equal to anything.
 func sameBucket(recorded, now string) bool {
 	if recorded == injectedBucketURL || now == injectedBucketURL {
@@ -62,8 +65,8 @@ func sameBucket(recorded, now string) bool {
 	return a == b
 }
 
-// canonicalBucketURL is the identity of a bucket URL: scheme, host, path,
-// prefix and endpoint, in a fixed spelling.
+// canonicalBucketURL is the identity of a bucket URL: scheme, host, path
+// and prefix, in a fixed spelling.
 func canonicalBucketURL(raw string) (string, bool) {
 	u, err := url.Parse(raw)
 	if err != nil || u.Scheme == "" {
@@ -80,14 +83,7 @@ func canonicalBucketURL(raw string) (string, bool) {
 		}
 	}
 	q := u.Query()
-	endpoint := q.Get("endpoint")
-	if e, err := url.Parse(endpoint); err == nil && endpoint != "" {
-		e.Scheme, e.Host = strings.ToLower(e.Scheme), strings.ToLower(e.Host)
-		e.Path = strings.TrimSuffix(e.Path, "/")
-		endpoint = e.String()
-	}
 	v := url.Values{}
 	v.Set("prefix", q.Get("prefix"))
-	v.Set("endpoint", endpoint)
 	return scheme + "://" + host + p + "?" + v.Encode(), true
 }

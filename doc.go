@@ -26,7 +26,7 @@
 // it), so Open does not download the retained history on every start.
 //
 // A shard directory records the bucket it ships to (bucket.json) the first
-// time it is opened with one; Open refuses another bucket, prefix or endpoint
+// time it is opened with one; Open refuses another bucket or prefix
 // (ErrUsage) before changing a byte. Re-pointing a store on purpose is done
 // by removing bucket.json while the shard is stopped (not by an option, which
 // would re-point on every restart). An injected Options.Bucket without a

@@ -578,7 +578,7 @@ proxy that authenticates.
 Configuration: the environment (NOETL_EHDB_*, NOETL_SHARD_INDEX/COUNT,
 BUCKETLOG_BUCKET_URL; bucketlog selfcheck config shows the result), then the
 flags. A shard directory that was ever opened with a bucket requires it
-(exit 2 without) and refuses another bucket, prefix or endpoint (exit 2,
+(exit 2 without) and refuses another bucket or prefix (exit 2,
 nothing written); to re-point it on purpose, stop it and remove its
 bucket.json. The local_reference backend is refused (exit 2): serve runs
 the durable segment store only.
