@@ -75,11 +75,11 @@ func (l *Log) gcLocked(ctx context.Context, pol reclaim.Policy, explicit, sweep 
 		l.noteErr(err)
 		switch {
 		case err != nil:
-			l.m.gc["error"].Inc()
+			l.m.GCError.Inc()
 		case rep.Outcome == "reclaimed":
-			l.m.gc["reclaimed"].Inc()
+			l.m.GCReclaimed.Inc()
 		default:
-			l.m.gc["noop"].Inc()
+			l.m.GCNoop.Inc()
 		}
 	}()
 	if l.ship == nil {
@@ -173,8 +173,8 @@ func (l *Log) gcLocked(ctx context.Context, pol reclaim.Policy, explicit, sweep 
 	if seq, _ := s.contiguous(); seq > 0 {
 		s.advance(seq)
 	}
-	l.m.add("tail_objects_reclaimed_total", float64(res.Deleted.Tails))
-	l.m.add("tail_reclaim_failed_total", float64(res.Deleted.Failed))
+	l.m.TailObjectsReclaimed.Add(float64(res.Deleted.Tails))
+	l.m.TailReclaimFailed.Add(float64(res.Deleted.Failed))
 	if res.Deleted.Failed > 0 {
 		l.log.Warn("some bucket deletes failed; the next pass retries them", "failed", res.Deleted.Failed, "errors", res.Deleted.Errors)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/coldload"
 	"github.com/bucketlog/bucketlog/localseg"
+	"github.com/bucketlog/bucketlog/metrics"
 )
 
 // Log is one owned shard of the event log: the durable local store, and
@@ -28,7 +29,7 @@ type Log struct {
 	own   affinity.Ownership
 	dir   string
 	log   *slog.Logger
-	m     *metrics
+	m     *metrics.Shard
 	route *affinity.Log
 	store *localseg.Store
 
@@ -102,7 +103,7 @@ func (l *Log) openBucket(ctx context.Context) error {
 	default:
 		return nil
 	}
-	l.bucket = blobtier.Observe(l.bucket, l.m.bucketObserver())
+	l.bucket = blobtier.Observe(l.bucket, l.m.BucketObserver())
 	return nil
 }
 
@@ -137,8 +138,8 @@ func (l *Log) open(ctx context.Context) error {
 			}
 			l.openRep.Hydrated = rep.Objects > 0
 			l.openRep.Hydrate = &rep
-			l.m.add("tail_recovered_records_total", float64(rep.TailRecords))
-			l.m.add("tail_objects_superseded_total", float64(rep.TailSuperseded))
+			l.m.TailRecoveredRecords.Add(float64(rep.TailRecords))
+			l.m.TailObjectsSuperseded.Add(float64(rep.TailSuperseded))
 		}
 	}
 
@@ -153,7 +154,7 @@ func (l *Log) open(ctx context.Context) error {
 		storeOpts.SealMaxAge = o.SealMaxAge
 	}
 	sealed := make(chan struct{}, 1)
-	storeOpts.Observer = storeObserver{m: l.m, sealed: func(localseg.SegmentInfo) {
+	storeOpts.Observer = storeObserver{fsync: l.m.FsyncSeconds, sealed: func(localseg.SegmentInfo) {
 		select {
 		case sealed <- struct{}{}:
 		default:
@@ -178,7 +179,7 @@ func (l *Log) open(ctx context.Context) error {
 	}
 	l.openRep.Store = l.store.OpenReport()
 	store := l.store
-	l.m.watchLag(func() (uint64, map[string]uint64) {
+	l.m.WatchLag(func() (uint64, map[string]uint64) {
 		snap, err := store.Snapshot()
 		if err != nil {
 			return 0, nil
@@ -203,14 +204,14 @@ func (l *Log) open(ctx context.Context) error {
 	}
 	s, err := newShipper(ctx, l, sealed)
 	if err != nil {
-		l.m.forget()
+		l.m.Forget()
 		l.closeStore()
 		return err
 	}
 	l.ship = s
 	if !hasRec {
 		if err := writeBucketRecord(o.FS, l.dir, bucketRecord{URL: blobtier.Redact(bucketURLForRecord(o))}); err != nil {
-			l.m.forget()
+			l.m.Forget()
 			l.closeStore()
 			return err
 		}
@@ -248,7 +249,7 @@ func (l *Log) Close() error {
 		l.cancel()
 	}
 	l.wg.Wait()
-	l.m.forget()
+	l.m.Forget()
 	var errs []error
 	if l.ship != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), l.opts.ShutdownShipTimeout)
@@ -325,9 +326,9 @@ func (l *Log) noteErr(err error) {
 func (l *Log) Append(ctx context.Context, ev localseg.Event) (localseg.AppendResult, error) {
 	start := time.Now()
 	res, err := l.appendOne(ctx, ev)
-	l.m.op("append", err)
+	l.m.Op(metrics.OpAppend, outcome(err))
 	if err == nil || errors.Is(err, ErrNotInBucket) {
-		l.m.append.Observe(time.Since(start).Seconds())
+		l.m.AppendSeconds.Observe(time.Since(start).Seconds())
 	}
 	return res, err
 }
@@ -366,9 +367,9 @@ type BatchResult struct {
 func (l *Log) AppendBatch(ctx context.Context, evs []localseg.Event) (BatchResult, error) {
 	start := time.Now()
 	res, err := l.appendBatch(ctx, evs)
-	l.m.op("append", err)
+	l.m.Op(metrics.OpAppend, outcome(err))
 	if err == nil || errors.Is(err, ErrNotInBucket) {
-		l.m.append.Observe(time.Since(start).Seconds())
+		l.m.AppendSeconds.Observe(time.Since(start).Seconds())
 	}
 	return res, err
 }
@@ -404,7 +405,7 @@ func (l *Log) Scan(after uint64, limit int) (localseg.Page, error) {
 		return localseg.Page{}, err
 	}
 	p, err := l.store.Scan(after, limit)
-	l.m.op("scan", err)
+	l.m.Op(metrics.OpScan, outcome(err))
 	return p, err
 }
 
@@ -427,7 +428,7 @@ func (l *Log) ReadExecution(executionID string, after uint64, limit int) (ReadRe
 		p, err = l.store.ReadExecution(executionID, after, limit)
 		res = ReadResult{Page: p, Shard: l.own.Index, ServedBy: affinity.ServedByOwnerResident}
 	}
-	l.m.op("read", err)
+	l.m.Op(metrics.OpRead, outcome(err))
 	return res, err
 }
 
@@ -442,7 +443,7 @@ func (l *Log) ScanShard(shard int, after uint64, limit int) (ReadResult, error) 
 		return ReadResult{Page: p, Shard: l.own.Index, ServedBy: affinity.ServedByOwnerResident}, err
 	}
 	res, err := l.route.ScanShard(shard, after, limit)
-	l.m.op("scan", err)
+	l.m.Op(metrics.OpScan, outcome(err))
 	return res, err
 }
 
@@ -460,13 +461,13 @@ func (l *Log) Pull(consumer string, limit int) (localseg.PullResult, error) {
 			return localseg.PullResult{}, serr
 		}
 		if _, ok := snap.Consumers[consumer]; !ok {
-			l.m.op("pull", err)
+			l.m.Op(metrics.OpPull, outcome(err))
 			return localseg.PullResult{}, err
 		}
 	}
 	res, err := l.route.Pull(l.own.Index, consumer, limit)
 	l.noteErr(err)
-	l.m.op("pull", err)
+	l.m.Op(metrics.OpPull, outcome(err))
 	return res, err
 }
 
@@ -476,12 +477,12 @@ func (l *Log) Ack(consumer string, seq uint64) (uint64, error) {
 		return 0, err
 	}
 	if err := l.stoppedWriting(); err != nil {
-		l.m.op("ack", err)
+		l.m.Op(metrics.OpAck, outcome(err))
 		return 0, err
 	}
 	acked, err := l.route.Ack(l.own.Index, consumer, seq)
 	l.noteErr(err)
-	l.m.op("ack", err)
+	l.m.Op(metrics.OpAck, outcome(err))
 	return acked, err
 }
 
@@ -491,12 +492,12 @@ func (l *Log) DeleteConsumer(consumer string) error {
 		return err
 	}
 	if err := l.stoppedWriting(); err != nil {
-		l.m.op("consumer_delete", err)
+		l.m.Op(metrics.OpConsumerDelete, outcome(err))
 		return err
 	}
 	err := l.route.DeleteConsumer(l.own.Index, consumer)
 	l.noteErr(err)
-	l.m.op("consumer_delete", err)
+	l.m.Op(metrics.OpConsumerDelete, outcome(err))
 	return err
 }
 

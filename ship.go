@@ -635,7 +635,7 @@ func (s *shipper) secondWriter(key string, err error) error {
 	defer s.mu.Unlock()
 	if s.stopErr == nil {
 		s.stopErr = fmt.Errorf("%w: a different object exists under %s; shipping, GC and tail cleanup stopped for shard %d", ErrSecondWriter, key, s.shard)
-		s.l.m.add("second_writer_detected_total", 1)
+		s.l.m.SecondWriterDetected.Inc()
 		s.l.log.Error("second writer detected: shipping, GC and tail cleanup stopped", "key", key, "err", err)
 	}
 	return s.stopErr
@@ -753,7 +753,7 @@ func (s *shipper) uploadSealed(ctx context.Context) (UploadReport, error) {
 		if seq, _ := s.contiguous(); seq > 0 {
 			s.advance(seq)
 		}
-		s.l.m.add("segments_uploaded_total", 1)
+		s.l.m.SegmentsUploaded.Inc()
 		rep.Uploaded++
 		rep.Pending--
 		rep.Bytes += int64(len(data))
@@ -824,11 +824,11 @@ func (s *shipper) cleanupLocked(ctx context.Context) error {
 	}
 	res, err := reclaim.CleanupTail(ctx, s.b, s.shard, seq)
 	m := s.l.m
-	m.add("tail_objects_reclaimed_total", float64(res.Reclaimed))
-	m.add("tail_reclaim_bytes_total", float64(res.Bytes))
-	m.add("tail_reclaim_failed_total", float64(res.Failed))
-	m.set("tail_objects_retained", float64(res.Retained))
-	m.set("tail_objects_unparsed", float64(res.Unparsed))
+	m.TailObjectsReclaimed.Add(float64(res.Reclaimed))
+	m.TailReclaimBytes.Add(float64(res.Bytes))
+	m.TailReclaimFailed.Add(float64(res.Failed))
+	m.TailObjectsRetained.Set(float64(res.Retained))
+	m.TailObjectsUnparsed.Set(float64(res.Unparsed))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil || res.Failed > 0 {
@@ -887,7 +887,7 @@ func (s *shipper) shipTail(ctx context.Context) error {
 		for _, bt := range batches {
 			if err := tailbatch.Upload(ctx, s.b, s.store, bt); err != nil {
 				s.repl.Fail(bt, err)
-				s.l.m.add("tail_replication_failed_total", 1)
+				s.l.m.TailReplicationFailed.Inc()
 				if errors.Is(err, blobtier.ErrConflict) {
 					return s.secondWriter(bt.Key, err)
 				}
@@ -902,9 +902,9 @@ func (s *shipper) shipTail(ctx context.Context) error {
 			s.pendingTails[bt.Key] = &pendingTail{last: bt.LastSeq}
 			s.mu.Unlock()
 			committedMax = bt.LastSeq
-			s.l.m.add("tail_batches_total", 1)
-			s.l.m.add("tail_records_total", float64(bt.Records()))
-			s.l.m.add("tail_bytes_total", float64(bt.Len()))
+			s.l.m.TailBatches.Inc()
+			s.l.m.TailRecords.Add(float64(bt.Records()))
+			s.l.m.TailBytes.Add(float64(bt.Len()))
 		}
 	}
 	if s.repl.ShippedThrough() > before {
@@ -1070,14 +1070,14 @@ func (s *shipper) updateGauges() {
 	}
 	now := s.l.opts.Now()
 	if n := len(snap.Segments); n > 0 && snap.Segments[n-1].Size > 0 && !snap.ActiveOpenedAt.IsZero() {
-		m.set("oldest_unsealed_age_seconds", now.Sub(snap.ActiveOpenedAt).Seconds())
+		m.OldestUnsealedAge.Set(now.Sub(snap.ActiveOpenedAt).Seconds())
 	} else {
-		m.set("oldest_unsealed_age_seconds", 0)
+		m.OldestUnsealedAge.Set(0)
 	}
 	if since := s.unshippedSince.Load(); since > 0 && s.repl.ShippedThrough() < snap.Tip {
-		m.set("oldest_unreplicated_age_seconds", now.Sub(time.Unix(0, since)).Seconds())
+		m.OldestUnreplicatedAge.Set(now.Sub(time.Unix(0, since)).Seconds())
 	} else {
-		m.set("oldest_unreplicated_age_seconds", 0)
+		m.OldestUnreplicatedAge.Set(0)
 	}
-	m.set("unshipped_bytes", float64(s.repl.Stats().PendingBytes))
+	m.UnshippedBytes.Set(float64(s.repl.Stats().PendingBytes))
 }
