@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bucketlog/bucketlog/blobtier"
+	"github.com/bucketlog/bucketlog/bucketview"
 	"github.com/bucketlog/bucketlog/localseg"
 	"github.com/bucketlog/bucketlog/reclaim"
 	"github.com/bucketlog/bucketlog/tailbatch"
@@ -142,75 +143,81 @@ func (s *shipper) reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	wm, _, err := watermark.Read(ctx, s.b, s.shard)
-	wmDamaged := false
-	if watermark.Damaged(err) && s.b.CanCAS() && (snap.Tip > 0 || snap.ReclaimedSeg > 0) {
-		// A damaged watermark would stop GC and every restore. The owner
-		// rewrites it, but only after the checks below passed, and never
-		// below what the bucket's retained objects imply (repairTarget).
-		s.l.log.Error("the reclaim watermark is damaged; it is rewritten once the start-up checks pass", "err", err)
-		wm, wmDamaged, err = watermark.Mark{}, true, nil
-	}
-	if err != nil {
-		return fmt.Errorf("read the reclaim watermark: %w", err)
-	}
-	// The bucket's reclaim went further than the local store (a pass
-	// crashed after committing the watermark, or another owner reclaimed):
-	// the watermark's segment must end at the watermark's sequence locally.
-	// It is adopted (Reclaim) only after every check; until then the checks
-	// take the base it names.
-	base, baseSeg := snap.ReclaimedSeq, snap.ReclaimedSeg
-	if wm.Segment > snap.ReclaimedSeg {
-		if err := adoptable(snap, wm); err != nil {
-			return err
-		}
-		base, baseSeg = wm.Seq, wm.Segment
-	}
-
-	var lowRetained uint64 // the lowest sequence a retained object above the base holds (0: none)
+	// One read of the shard's bucket state, each verdict reached as soon
+	// as its part is in (a refused Open issues no request past it).
+	var (
+		base, baseSeg uint64 // the reclaim base the checks take
+		lowRetained   uint64 // the lowest sequence a retained object above the base holds (0: none)
+		newestTail    blobtier.ObjectInfo
+		bucketTip     uint64
+		tails         []blobtier.Key // tail objects above the base
+	)
 	lower := func(seq uint64) {
 		if lowRetained == 0 || seq < lowRetained {
 			lowRetained = seq
 		}
 	}
-
-	// The bucket's tip: tail objects and the cursor object's shipped_through.
-	var newestTail blobtier.ObjectInfo
-	var bucketTip uint64
-	var tails []blobtier.Key // tail objects above the base
-	for info, err := range s.b.List(ctx, s.shard, blobtier.KindTail) {
-		if err != nil {
-			return fmt.Errorf("list tail objects: %w", err)
+	check := func(v *bucketview.View, done bucketview.Parts) error {
+		switch done {
+		case bucketview.Watermark:
+			if v.WatermarkDamaged {
+				// A damaged watermark would stop GC and every restore. The
+				// owner rewrites it, but only after the checks below
+				// passed, and never below what the bucket's retained
+				// objects imply (repairTarget).
+				s.l.log.Error("the reclaim watermark is damaged; it is rewritten once the start-up checks pass", "err", v.WatermarkErr)
+			}
+			// The bucket's reclaim went further than the local store (a
+			// pass crashed after committing the watermark, or another
+			// owner reclaimed): the watermark's segment must end at the
+			// watermark's sequence locally. It is adopted (Reclaim) only
+			// after every check; until then the checks take the base it
+			// names.
+			base, baseSeg = snap.ReclaimedSeq, snap.ReclaimedSeg
+			if v.Mark.Segment > snap.ReclaimedSeg {
+				if err := adoptable(snap, v.Mark); err != nil {
+					return err
+				}
+				base, baseSeg = v.Mark.Seq, v.Mark.Segment
+			}
+		case bucketview.Cursor:
+			if v.CursorDamaged {
+				// A damaged cursor object must not keep the owner down: the
+				// owner rebuilds it from its own state once the checks
+				// pass. Without its shipped_through, the bucket's tip comes
+				// from the objects alone.
+				s.l.log.Error("the cursor object is damaged; it is rebuilt once the start-up checks pass", "key", blobtier.CursorKey(s.shard), "err", v.CursorErr)
+			}
+			// The bucket's tip: tail objects and the cursor object's
+			// shipped_through.
+			for _, info := range v.TailObjects {
+				bucketTip = max(bucketTip, info.Parsed.LastSeq)
+				if info.Parsed.LastSeq > base {
+					lower(info.Parsed.FirstSeq)
+					tails = append(tails, info.Parsed)
+				}
+				if info.Parsed.LastSeq > base && info.Parsed.LastSeq <= snap.Tip &&
+					info.Parsed.LastSeq > newestTail.Parsed.LastSeq {
+					newestTail = info
+				}
+			}
+			bucketTip = max(bucketTip, v.Cur.ShippedThrough)
+			if bucketTip > snap.Tip {
+				return fmt.Errorf("%w: the bucket holds sequences through %d, the local store through %d", ErrStaleDisk, bucketTip, snap.Tip)
+			}
 		}
-		if info.ParseErr != nil || info.Parsed.Shard != s.shard {
-			continue
-		}
-		bucketTip = max(bucketTip, info.Parsed.LastSeq)
-		if info.Parsed.LastSeq > base {
-			lower(info.Parsed.FirstSeq)
-			tails = append(tails, info.Parsed)
-		}
-		if info.Parsed.LastSeq > base && info.Parsed.LastSeq <= snap.Tip &&
-			info.Parsed.LastSeq > newestTail.Parsed.LastSeq {
-			newestTail = info
-		}
+		return nil
 	}
-	cur, _, err := tailbatch.ReadCursor(ctx, s.b, s.shard)
-	curDamaged := false
-	if err != nil && (errors.Is(err, blobtier.ErrCorrupt) || errors.Is(err, tailbatch.ErrBadCursor)) {
-		// A damaged cursor object must not keep the owner down: the owner
-		// rebuilds it from its own state once the checks pass. Without its
-		// shipped_through, the bucket's tip comes from the objects alone.
-		s.l.log.Error("the cursor object is damaged; it is rebuilt once the start-up checks pass", "key", blobtier.CursorKey(s.shard), "err", err)
-		cur, curDamaged, err = tailbatch.Cursor{}, true, nil
+	view, err := bucketview.Read(ctx, s.b, s.shard, bucketview.Options{
+		Parts:                bucketview.All,
+		KeepDamagedWatermark: s.b.CanCAS() && (snap.Tip > 0 || snap.ReclaimedSeg > 0),
+		KeepDamagedCursor:    true,
+		Check:                check,
+	})
+	if err != nil {
+		return err
 	}
-	if err != nil && !errors.Is(err, blobtier.ErrNotFound) {
-		return fmt.Errorf("read the cursor object: %w", err)
-	}
-	bucketTip = max(bucketTip, cur.ShippedThrough)
-	if bucketTip > snap.Tip {
-		return fmt.Errorf("%w: the bucket holds sequences through %d, the local store through %d", ErrStaleDisk, bucketTip, snap.Tip)
-	}
+	wm, wmDamaged, cur, curDamaged := view.Mark, view.WatermarkDamaged, view.Cur, view.CursorDamaged
 
 	local := map[uint64]localseg.SegmentInfo{}
 	var highest uint64
@@ -220,14 +227,10 @@ func (s *shipper) reconcile(ctx context.Context) error {
 	}
 	var bucketSegs []blobtier.ObjectInfo
 	var damagedSegs []string
-	for info, err := range s.b.List(ctx, s.shard, blobtier.KindSegment) {
-		if err != nil {
-			return fmt.Errorf("list segments: %w", err)
+	for _, info := range view.SegmentObjects {
+		if info.Parsed.Segment > wm.Segment {
+			bucketSegs = append(bucketSegs, info)
 		}
-		if info.ParseErr != nil || info.Parsed.Shard != s.shard || info.Parsed.Segment <= wm.Segment {
-			continue
-		}
-		bucketSegs = append(bucketSegs, info)
 	}
 	for _, info := range bucketSegs {
 		id := info.Parsed.Segment
@@ -324,10 +327,11 @@ func (s *shipper) reconcile(ctx context.Context) error {
 			ranges = append(ranges, tailbatch.SegRange{FirstSeq: seg.FirstSeq, LastSeq: seg.LastSeq})
 		}
 	}
-	shipped, err := tailbatch.RebuildCursor(ctx, s.b, s.shard, snap.ReclaimedSeq, ranges)
+	tv, err := bucketview.Read(ctx, s.b, s.shard, bucketview.Options{Parts: bucketview.Tails})
 	if err != nil {
-		return err
+		return fmt.Errorf("tailbatch: shard %d: %w", s.shard, err)
 	}
+	shipped := tailbatch.CursorFrom(s.shard, snap.ReclaimedSeq, ranges, tv.TailObjects)
 	s.repl = tailbatch.New(s.shard, shipped, tailbatch.Options{Disabled: !s.tailOn})
 	if curDamaged {
 		c, err := s.repl.SyncCursor(ctx, s.b, snap.Consumers)
