@@ -209,7 +209,10 @@ func (s *shipper) reconcile(ctx context.Context) error {
 		return nil
 	}
 	view, err := bucketview.Read(ctx, s.b, s.shard, bucketview.Options{
-		Parts:                bucketview.All,
+		Parts: bucketview.All,
+		// Tail objects before the cursor object, both before the segments:
+		// the stale-disk verdict needs no segment listing.
+		Order:                []bucketview.Parts{bucketview.Watermark, bucketview.Tails, bucketview.Cursor, bucketview.Segments},
 		KeepDamagedWatermark: s.b.CanCAS() && (snap.Tip > 0 || snap.ReclaimedSeg > 0),
 		KeepDamagedCursor:    true,
 		Check:                check,
@@ -329,7 +332,7 @@ func (s *shipper) reconcile(ctx context.Context) error {
 	}
 	tv, err := bucketview.Read(ctx, s.b, s.shard, bucketview.Options{Parts: bucketview.Tails})
 	if err != nil {
-		return fmt.Errorf("tailbatch: shard %d: %w", s.shard, err)
+		return err
 	}
 	shipped := tailbatch.CursorFrom(s.shard, snap.ReclaimedSeq, ranges, tv.TailObjects)
 	s.repl = tailbatch.New(s.shard, shipped, tailbatch.Options{Disabled: !s.tailOn})

@@ -7,8 +7,8 @@
 //
 // A caller reads only the parts it needs (Options.Parts): a part not asked
 // for issues no request, so a path that listed nothing before lists nothing
-// now. The parts are read in a fixed order — watermark, tail objects,
-// cursor object, segments — and the first failure ends the read.
+// now. The parts are read in DefaultOrder (or Options.Order), and the first
+// failure ends the read.
 package bucketview
 
 import (
@@ -22,9 +22,15 @@ import (
 	"github.com/bucketlog/bucketlog/watermark"
 )
 
-// Bucket is what Read needs from a bucket. blobtier.Bucket implements it.
-type Bucket interface {
+// Lister is what Read needs from a bucket to read the listed parts
+// (Segments, Tails).
+type Lister interface {
 	List(ctx context.Context, shard uint32, kind blobtier.Kind) iter.Seq2[blobtier.ObjectInfo, error]
+}
+
+// Bucket is what Read needs for every part. blobtier.Bucket implements it.
+type Bucket interface {
+	Lister
 	GetVersioned(ctx context.Context, key string) ([]byte, blobtier.Version, error)
 }
 
@@ -40,6 +46,13 @@ const (
 	All = Watermark | Tails | Cursor | Segments
 )
 
+// DefaultOrder is safe while the owner runs: the watermark first, so
+// anything it reclaims is skipped; the cursor object before the listings,
+// so every sequence its shipped_through claims was in the bucket before
+// the listing started (the owner writes the cursor object only after the
+// tail put it describes succeeded).
+var DefaultOrder = []Parts{Watermark, Cursor, Segments, Tails}
+
 // Options configure Read.
 type Options struct {
 	Parts Parts
@@ -49,6 +62,8 @@ type Options struct {
 	KeepDamagedWatermark bool
 	// KeepDamagedCursor does the same for the cursor object.
 	KeepDamagedCursor bool
+	// Order is the order the parts are read in (nil: DefaultOrder).
+	Order []Parts
 	// Check, when set, runs after each part is read (done names it) and
 	// may refuse: its error ends the read before the next part's requests,
 	// so a verdict reached early costs no further request.
@@ -91,73 +106,104 @@ type View struct {
 }
 
 // Understood reports whether a listed object is one this shard's code
-// knows how to judge: a key that parses, of the kind and shard listed.
+// knows how to judge: a key that parses, of the kind and shard listed, and
+// for a tail object a range a writer of this format makes (it starts at
+// sequence 1 or later, and does not end before it starts).
 // Anything else is left alone: not understanding an object in an event-log
 // bucket is a reason to leave it there.
 func Understood(info blobtier.ObjectInfo, shard uint32, kind blobtier.Kind) bool {
-	return info.ParseErr == nil && info.Parsed.Kind == kind && info.Parsed.Shard == shard
+	k := info.Parsed
+	if info.ParseErr != nil || k.Kind != kind || k.Shard != shard {
+		return false
+	}
+	return kind != blobtier.KindTail || (k.FirstSeq > 0 && k.FirstSeq <= k.LastSeq)
 }
 
-// Read reads the parts of shard's bucket state that o asks for.
-func Read(ctx context.Context, b Bucket, shard uint32, o Options) (View, error) {
+// Read reads the parts of shard's bucket state that o asks for. b must be
+// a Bucket when o asks for the watermark or the cursor object; a Lister
+// serves the listed parts.
+func Read(ctx context.Context, b Lister, shard uint32, o Options) (View, error) {
 	v := View{Shard: shard, Parts: o.Parts}
-	if o.Parts&Watermark != 0 {
-		m, ver, err := watermark.Read(ctx, b, shard)
-		v.Version = ver
-		switch {
-		case watermark.Damaged(err) && o.KeepDamagedWatermark:
-			v.WatermarkDamaged, v.WatermarkErr = true, err
-		case err != nil:
-			return v, fmt.Errorf("read the reclaim watermark: %w", err)
-		default:
-			v.Mark = m
-		}
-		if err := v.check(o, Watermark); err != nil {
-			return v, err
-		}
+	rb, canRead := b.(Bucket)
+	if o.Parts&(Watermark|Cursor) != 0 && !canRead {
+		return v, fmt.Errorf("bucketview: shard %d: the bucket cannot read objects", shard)
 	}
-	if o.Parts&Tails != 0 {
-		var err error
-		if v.TailObjects, err = v.list(ctx, b, blobtier.KindTail); err != nil {
-			return v, fmt.Errorf("list tail objects: %w", err)
-		}
-		if err := v.check(o, Tails); err != nil {
-			return v, err
-		}
+	order := o.Order
+	if order == nil {
+		order = DefaultOrder
 	}
-	if o.Parts&Cursor != 0 {
-		c, ver, err := tailbatch.ReadCursor(ctx, b, shard)
-		v.CursorVersion = ver
-		switch {
-		case err != nil && CursorDamaged(err) && o.KeepDamagedCursor:
-			v.CursorDamaged, v.CursorErr = true, err
-		case err != nil:
-			return v, fmt.Errorf("read the cursor object: %w", err)
-		default:
-			v.Cur = c
+	for _, part := range order {
+		if o.Parts&part == 0 {
+			continue
 		}
-		if err := v.check(o, Cursor); err != nil {
+		if err := v.read(ctx, b, rb, part, o); err != nil {
 			return v, err
 		}
-	}
-	if o.Parts&Segments != 0 {
-		var err error
-		if v.SegmentObjects, err = v.list(ctx, b, blobtier.KindSegment); err != nil {
-			return v, fmt.Errorf("list segments: %w", err)
-		}
-		if err := v.check(o, Segments); err != nil {
-			return v, err
+		if o.Check != nil {
+			if err := o.Check(&v, part); err != nil {
+				return v, err
+			}
 		}
 	}
 	return v, nil
 }
 
-func (v *View) check(o Options, done Parts) error {
-	if o.Check == nil {
-		return nil
+// read reads one part; a failure is a *PartError.
+func (v *View) read(ctx context.Context, b Lister, rb Bucket, part Parts, o Options) error {
+	var err error
+	switch part {
+	case Watermark:
+		var m watermark.Mark
+		m, v.Version, err = watermark.Read(ctx, rb, v.Shard)
+		switch {
+		case watermark.Damaged(err) && o.KeepDamagedWatermark:
+			v.WatermarkDamaged, v.WatermarkErr, err = true, err, nil
+		case err == nil:
+			v.Mark = m
+		}
+	case Cursor:
+		var c tailbatch.Cursor
+		c, v.CursorVersion, err = tailbatch.ReadCursor(ctx, rb, v.Shard)
+		switch {
+		case err != nil && CursorDamaged(err) && o.KeepDamagedCursor:
+			v.CursorDamaged, v.CursorErr, err = true, err, nil
+		case err == nil:
+			v.Cur = c
+		}
+	case Segments:
+		v.SegmentObjects, err = v.list(ctx, b, blobtier.KindSegment)
+	case Tails:
+		v.TailObjects, err = v.list(ctx, b, blobtier.KindTail)
 	}
-	return o.Check(v, done)
+	if err != nil {
+		return &PartError{Part: part, Shard: v.Shard, Err: err}
+	}
+	return nil
 }
+
+// PartError is a failed read of one part: a bucket failure, or a damaged
+// watermark or cursor object the caller did not ask to keep.
+type PartError struct {
+	Part  Parts
+	Shard uint32
+	Err   error
+}
+
+func (e *PartError) Error() string {
+	switch e.Part {
+	case Watermark:
+		return "read the reclaim watermark: " + e.Err.Error()
+	case Cursor:
+		return "read the cursor object: " + e.Err.Error()
+	case Segments:
+		return fmt.Sprintf("list segments of shard %d: %v", e.Shard, e.Err)
+	case Tails:
+		return fmt.Sprintf("list tail objects of shard %d: %v", e.Shard, e.Err)
+	}
+	return e.Err.Error()
+}
+
+func (e *PartError) Unwrap() error { return e.Err }
 
 // CursorDamaged reports whether reading the cursor object failed because
 // the stored object is damaged (it fails verification or does not decode),
@@ -168,7 +214,7 @@ func CursorDamaged(err error) bool {
 
 // list lists one kind, sorting understood objects from the rest and
 // noting the orphans.
-func (v *View) list(ctx context.Context, b Bucket, kind blobtier.Kind) ([]blobtier.ObjectInfo, error) {
+func (v *View) list(ctx context.Context, b Lister, kind blobtier.Kind) ([]blobtier.ObjectInfo, error) {
 	var out []blobtier.ObjectInfo
 	for info, err := range b.List(ctx, v.Shard, kind) {
 		if err != nil {
