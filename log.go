@@ -19,6 +19,7 @@ import (
 	"github.com/bucketlog/bucketlog/coldload"
 	"github.com/bucketlog/bucketlog/localseg"
 	"github.com/bucketlog/bucketlog/metrics"
+	"github.com/bucketlog/bucketlog/shipper"
 )
 
 // Log is one owned shard of the event log: the durable local store, and
@@ -33,9 +34,9 @@ type Log struct {
 	route *affinity.Log
 	store *localseg.Store
 
-	bucket    blobtier.Bucket // observed; nil without a bucket
-	ownBucket bool            // opened from BucketURL: Close closes it
-	ship      *shipper        // nil without a bucket or when read-only
+	bucket    blobtier.Bucket  // observed; nil without a bucket
+	ownBucket bool             // opened from BucketURL: Close closes it
+	ship      *shipper.Shipper // nil without a bucket or when read-only
 
 	poisoned atomic.Bool
 	closed   atomic.Bool
@@ -153,13 +154,8 @@ func (l *Log) open(ctx context.Context) error {
 	if o.SealMaxAge > 0 {
 		storeOpts.SealMaxAge = o.SealMaxAge
 	}
-	sealed := make(chan struct{}, 1)
-	storeOpts.Observer = storeObserver{fsync: l.m.FsyncSeconds, sealed: func(localseg.SegmentInfo) {
-		select {
-		case sealed <- struct{}{}:
-		default:
-		}
-	}}
+	seals := shipper.NewSealSignal()
+	storeOpts.Observer = storeObserver{fsync: l.m.FsyncSeconds, sealed: seals.Sealed}
 	if o.ReadOnly {
 		st, err := localseg.Open(l.dir, storeOpts)
 		if err != nil {
@@ -202,13 +198,16 @@ func (l *Log) open(ctx context.Context) error {
 		}
 		return nil
 	}
-	s, err := newShipper(ctx, l, sealed)
+	s, err := shipper.New(ctx, l.store, l.bucket, l.shipperOptions(seals))
 	if err != nil {
 		l.m.Forget()
 		l.closeStore()
 		return err
 	}
 	l.ship = s
+	found := s.Reconciled()
+	l.openRep.BucketTip, l.openRep.ShippedThrough = found.BucketTip, found.ShippedThrough
+	l.openRep.DurableSegments, l.openRep.Watermark = found.DurableSegments, found.Watermark
 	if !hasRec {
 		if err := writeBucketRecord(o.FS, l.dir, bucketRecord{URL: blobtier.Redact(bucketURLForRecord(o))}); err != nil {
 			l.m.Forget()
@@ -219,9 +218,30 @@ func (l *Log) open(ctx context.Context) error {
 	if !o.NoBackground {
 		bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		l.cancel = cancel
-		s.start(bg, &l.wg)
+		s.Start(bg, &l.wg)
 	}
 	return nil
+}
+
+// shipperOptions is what the shipper takes from the options.
+func (l *Log) shipperOptions(seals shipper.SealSignal) shipper.Options {
+	o := l.opts
+	return shipper.Options{
+		Shard:              uint32(o.ShardIndex),
+		TailReplication:    !o.DisableTailReplication,
+		DisableTailCleanup: o.DisableTailCleanup,
+		TailInterval:       o.TailInterval,
+		SyncWait:           o.SyncWait,
+		StartupTimeout:     o.StartupTimeout,
+		UploadRetryMax:     DefaultUploadRetryMax,
+		Policy:             l.policy(),
+		GCInterval:         o.GC.Interval,
+		Sealed:             seals,
+		Now:                o.Now,
+		Logger:             l.log,
+		Metrics:            l.m,
+		NoteErr:            l.noteErr,
+	}
 }
 
 func bucketURLForRecord(o Options) string {
@@ -253,11 +273,11 @@ func (l *Log) Close() error {
 	var errs []error
 	if l.ship != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), l.opts.ShutdownShipTimeout)
-		if err := l.ship.final(ctx); err != nil {
+		if err := l.ship.Final(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("last shipment: %w", err))
 		}
 		cancel()
-		l.ship.stopWaiters()
+		l.ship.StopWaiters()
 	}
 	if l.route != nil {
 		errs = append(errs, l.route.Close())
@@ -311,7 +331,7 @@ func (l *Log) stoppedWriting() error {
 	if l.ship == nil {
 		return nil
 	}
-	return l.ship.stopped()
+	return l.ship.Stopped()
 }
 
 func (l *Log) noteErr(err error) {
@@ -346,9 +366,9 @@ func (l *Log) appendOne(ctx context.Context, ev localseg.Event) (localseg.Append
 		return res, err
 	}
 	if l.ship != nil {
-		l.ship.noteAppended()
+		l.ship.NoteAppended()
 		if l.opts.SyncToBucket {
-			return res, l.ship.waitShipped(ctx, res.Seq)
+			return res, l.ship.WaitShipped(ctx, res.Seq)
 		}
 	}
 	return res, nil
@@ -391,9 +411,9 @@ func (l *Log) appendBatch(ctx context.Context, evs []localseg.Event) (BatchResul
 	}
 	res := BatchResult{Appended: len(evs), FirstSequence: first, LastSequence: last}
 	if l.ship != nil {
-		l.ship.noteAppended()
+		l.ship.NoteAppended()
 		if l.opts.SyncToBucket {
-			return res, l.ship.waitShipped(ctx, last)
+			return res, l.ship.WaitShipped(ctx, last)
 		}
 	}
 	return res, nil
@@ -511,7 +531,7 @@ func (l *Log) Health() (ready bool, reason string) {
 		return false, "store poisoned by a write or fsync error; restart to recover"
 	}
 	if l.ship != nil {
-		if err := l.ship.health(); err != nil {
+		if err := l.ship.Health(); err != nil {
 			return false, err.Error()
 		}
 	}
@@ -612,7 +632,7 @@ func (l *Log) ShippedThrough() uint64 {
 	if l.ship == nil {
 		return 0
 	}
-	return l.ship.repl.ShippedThrough()
+	return l.ship.ShippedThrough()
 }
 
 // localGCLoop is the periodic GC of a store without a bucket: seal what is
@@ -631,7 +651,7 @@ func (l *Log) localGCLoop(ctx context.Context) {
 			l.log.Error("seal by age failed", "err", err)
 			continue
 		}
-		if _, err := l.gcLocked(ctx, l.policy(), false, false); err != nil {
+		if _, err := l.localGC(l.policy()); err != nil {
 			l.log.Error("periodic GC failed", "err", err)
 		}
 	}

@@ -12,70 +12,26 @@ import (
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/coldload"
 	"github.com/bucketlog/bucketlog/localseg"
+	"github.com/bucketlog/bucketlog/shipper"
 )
 
 // ShipReport is the outcome of one shipping pass.
-type ShipReport struct {
-	Shard          int          `json:"shard"`
-	Sealed         bool         `json:"sealed"`
-	Upload         UploadReport `json:"upload"`
-	TailBatches    uint64       `json:"tail_batches"`
-	TailRecords    uint64       `json:"tail_records"`
-	TailBytes      uint64       `json:"tail_bytes"`
-	ShippedThrough uint64       `json:"shipped_through"`
-	Tip            uint64       `json:"tip"`
-	Segments       int          `json:"segments"`
-}
+type ShipReport = shipper.ShipReport
+
+// UploadReport counts one upload pass.
+type UploadReport = shipper.UploadReport
 
 // Ship runs one shipping pass now: seal what is due (everything with
 // sealActive), upload sealed segments, ship the tail and the cursor object,
 // and clean up superseded tail objects.
 func (l *Log) Ship(ctx context.Context, sealActive bool) (ShipReport, error) {
-	rep := ShipReport{Shard: l.own.Index}
 	if err := l.writable(); err != nil {
-		return rep, err
+		return ShipReport{Shard: l.own.Index}, err
 	}
 	if l.ship == nil {
-		return rep, usagef("ship needs a bucket")
+		return ShipReport{Shard: l.own.Index}, usagef("ship needs a bucket")
 	}
-	var err error
-	if sealActive {
-		rep.Sealed, err = l.store.Seal()
-	} else {
-		rep.Sealed, err = l.store.SealIfDue()
-	}
-	if err != nil {
-		l.noteErr(err)
-		return rep, err
-	}
-	s := l.ship
-	before := s.repl.Stats()
-	s.maint.Lock()
-	rep.Upload, err = s.uploadSealed(ctx)
-	s.maint.Unlock()
-	// A segment that cannot upload must not keep the tail from shipping:
-	// the tail covers its events meanwhile.
-	if terr := s.shipTail(ctx); terr != nil || err != nil {
-		return rep, errors.Join(err, terr)
-	}
-	if !l.opts.DisableTailCleanup {
-		s.maint.Lock()
-		err = s.cleanupLocked(ctx)
-		s.maint.Unlock()
-		if err != nil {
-			return rep, err
-		}
-	}
-	after := s.repl.Stats()
-	rep.TailBatches = after.Batches - before.Batches
-	rep.TailRecords = after.Records - before.Records
-	rep.TailBytes = after.Bytes - before.Bytes
-	rep.ShippedThrough = s.repl.ShippedThrough()
-	rep.Tip = l.store.Tip()
-	if snap, err := l.store.Snapshot(); err == nil {
-		rep.Segments = len(snap.Segments)
-	}
-	return rep, nil
+	return l.ship.Ship(ctx, sealActive)
 }
 
 // RestoreOptions configure Restore.
