@@ -185,10 +185,14 @@ func shared(ctx context.Context, store Store, b Bucket, shard uint32, role Role,
 	}
 
 	// 1. Adopt.
-	wm, _, err := watermark.Read(ctx, b, shard)
+	v, err := bucketview.Read(ctx, b, shard, bucketview.Options{Parts: bucketview.Watermark})
+	if pe := (*bucketview.PartError)(nil); errors.As(err, &pe) {
+		err = pe.Err // the watermark read's own error, as the caller's checks expect
+	}
 	if err != nil {
 		return res, err
 	}
+	wm := v.Mark
 	res.Before, res.Watermark = wm, wm
 	if res.Adopted, snap, err = adopt(store, snap, wm); err != nil {
 		return res, fmt.Errorf("shard %d: %w", shard, err)
