@@ -1,9 +1,9 @@
 // Package bucketview reads one shard's state in the bucket in one place:
 // the reclaim watermark, the cursor object, the segment and tail objects in
 // order, the orphans the watermark covers, and the keys it does not
-// understand. Reconcile at start, GC, tail cleanup and the cursor rebuild
-// consume a View rather than listing the bucket by hand, so there is one
-// rule for which keys are understood.
+// understand. Reconcile at start, GC, tail cleanup, the cursor rebuild and
+// cold loads (hydrate, restore, verify) consume a View rather than listing
+// the bucket by hand, so there is one rule for which keys are understood.
 //
 // A caller reads only the parts it needs (Options.Parts): a part not asked
 // for issues no request, so a path that listed nothing before lists nothing
