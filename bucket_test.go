@@ -72,7 +72,7 @@ func TestSecondWriterStopsShipping(t *testing.T) {
 	if ready, why := a.Health(); ready || !strings.Contains(why, "noetl.ehdb.tail.") {
 		t.Fatalf("health after a second writer: %v %q", ready, why)
 	}
-	if got := testutil.ToFloat64(a.m.counter["second_writer_detected_total"]); got != 1 {
+	if got := testutil.ToFloat64(a.m.SecondWriterDetected); got != 1 {
 		t.Fatalf("second_writer_detected_total = %v", got)
 	}
 	// Appends are refused (they could never ship); shipping stays stopped.
@@ -135,7 +135,7 @@ func TestRefusingBucketNeverFailsAppends(t *testing.T) {
 	if ready, why := l.Health(); ready || !strings.Contains(why, "bucket failing") {
 		t.Fatalf("health: %v %q", ready, why)
 	}
-	if got := testutil.ToFloat64(l.m.counter["tail_replication_failed_total"]); got != 0 && fb.Fired(id) == 0 {
+	if got := testutil.ToFloat64(l.m.TailReplicationFailed); got != 0 && fb.Fired(id) == 0 {
 		t.Fatalf("no fault fired")
 	}
 	fb.Remove(id)
@@ -377,7 +377,7 @@ func TestForeignSegmentObjectStopsShipping(t *testing.T) {
 	if ready, why := l.Health(); ready || !strings.Contains(why, key) {
 		t.Fatalf("health: %v %q", ready, why)
 	}
-	if got := testutil.ToFloat64(l.m.counter["second_writer_detected_total"]); got != 1 {
+	if got := testutil.ToFloat64(l.m.SecondWriterDetected); got != 1 {
 		t.Fatalf("second_writer_detected_total = %v", got)
 	}
 	got, err := raw.ReadAll(ctx, key)

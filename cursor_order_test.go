@@ -30,7 +30,7 @@ func TestCursorObjectNeverMovesBackwardOnMem(t *testing.T) {
 					return
 				default:
 				}
-				l.ship.shipTail(ctx)
+				l.ship.ShipTail(ctx)
 			}
 		}()
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/bucketlog/bucketlog/affinity"
 	"github.com/bucketlog/bucketlog/localseg"
+	"github.com/bucketlog/bucketlog/shipper"
 )
 
 // Errors of the engine. Callers test them with errors.Is; Class maps any
@@ -13,20 +14,20 @@ import (
 var (
 	// ErrUsage: a bad option or flag value, an invalid shard pair, a bad
 	// bucket URL, a shipping store opened without its bucket.
-	ErrUsage = errors.New("bucketlog: usage")
+	ErrUsage = shipper.ErrUsage
 	// ErrNotInBucket: synchronous mode only. The append is durable on the
 	// local disk and keeps its sequence; the bucket did not confirm it
 	// within the bounded wait. It ships later. Retrying it as a new append
 	// would duplicate it.
-	ErrNotInBucket = errors.New("bucketlog: durable locally, not yet in the bucket")
+	ErrNotInBucket = shipper.ErrNotInBucket
 	// ErrStaleDisk: the local store is behind what the bucket holds.
-	ErrStaleDisk = errors.New("bucketlog: local disk is behind the bucket")
+	ErrStaleDisk = shipper.ErrStaleDisk
 	// ErrDiverged: the local store and the bucket disagree on a sequence
 	// both hold.
-	ErrDiverged = errors.New("bucketlog: local disk and bucket disagree")
+	ErrDiverged = shipper.ErrDiverged
 	// ErrSecondWriter: a different object already sits under one of this
 	// shard's write-once keys; shipping, GC and cleanup stopped.
-	ErrSecondWriter = errors.New("bucketlog: second writer detected on this shard")
+	ErrSecondWriter = shipper.ErrSecondWriter
 	// ErrNotReady: the engine is not ready (still opening, or stopped).
 	ErrNotReady = errors.New("bucketlog: not ready")
 	// ErrClosed: the engine was closed.

@@ -64,7 +64,7 @@ func TestPeriodicSharedGCPoisonMakesShardUnready(t *testing.T) {
 		t.Fatal(err)
 	}
 	inj.On()
-	if err := l.ship.maintain(ctx, true); err != nil {
+	if err := l.ship.Maintain(ctx, true); err != nil {
 		t.Logf("maintenance pass: %v", err)
 	}
 	if ready, why := l.Health(); ready || !strings.Contains(why, "poisoned") {

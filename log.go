@@ -18,6 +18,9 @@ import (
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/coldload"
 	"github.com/bucketlog/bucketlog/localseg"
+	"github.com/bucketlog/bucketlog/metrics"
+	"github.com/bucketlog/bucketlog/reclaim"
+	"github.com/bucketlog/bucketlog/shipper"
 )
 
 // Log is one owned shard of the event log: the durable local store, and
@@ -28,13 +31,14 @@ type Log struct {
 	own   affinity.Ownership
 	dir   string
 	log   *slog.Logger
-	m     *metrics
+	m     *metrics.Shard
 	route *affinity.Log
 	store *localseg.Store
 
-	bucket    blobtier.Bucket // observed; nil without a bucket
-	ownBucket bool            // opened from BucketURL: Close closes it
-	ship      *shipper        // nil without a bucket or when read-only
+	bucket    blobtier.Bucket  // observed; nil without a bucket
+	ownBucket bool             // opened from BucketURL: Close closes it
+	ship      *shipper.Shipper // nil without a bucket or when read-only
+	local     *shipper.Local   // GC of a writable store without a bucket
 
 	poisoned atomic.Bool
 	closed   atomic.Bool
@@ -102,7 +106,7 @@ func (l *Log) openBucket(ctx context.Context) error {
 	default:
 		return nil
 	}
-	l.bucket = blobtier.Observe(l.bucket, l.m.bucketObserver())
+	l.bucket = blobtier.Observe(l.bucket, l.m.BucketObserver())
 	return nil
 }
 
@@ -140,8 +144,8 @@ func (l *Log) open(ctx context.Context) error {
 			}
 			l.openRep.Hydrated = rep.Objects > 0
 			l.openRep.Hydrate = &rep
-			l.m.add("tail_recovered_records_total", float64(rep.TailRecords))
-			l.m.add("tail_objects_superseded_total", float64(rep.TailSuperseded))
+			l.m.TailRecoveredRecords.Add(float64(rep.TailRecords))
+			l.m.TailObjectsSuperseded.Add(float64(rep.TailSuperseded))
 		}
 	}
 
@@ -155,13 +159,8 @@ func (l *Log) open(ctx context.Context) error {
 	if o.SealMaxAge > 0 {
 		storeOpts.SealMaxAge = o.SealMaxAge
 	}
-	sealed := make(chan struct{}, 1)
-	storeOpts.Observer = storeObserver{m: l.m, sealed: func(localseg.SegmentInfo) {
-		select {
-		case sealed <- struct{}{}:
-		default:
-		}
-	}}
+	seals := shipper.NewSealSignal()
+	storeOpts.Observer = storeObserver{fsync: l.m.FsyncSeconds, sealed: seals.Sealed}
 	if o.ReadOnly {
 		st, err := localseg.Open(l.dir, storeOpts)
 		if err != nil {
@@ -181,7 +180,7 @@ func (l *Log) open(ctx context.Context) error {
 	}
 	l.openRep.Store = l.store.OpenReport()
 	store := l.store
-	l.m.watchLag(func() (uint64, map[string]uint64) {
+	l.m.WatchLag(func() (uint64, map[string]uint64) {
 		snap, err := store.Snapshot()
 		if err != nil {
 			return 0, nil
@@ -196,24 +195,27 @@ func (l *Log) open(ctx context.Context) error {
 		return nil
 	}
 	if l.bucket == nil {
-		if o.GC.Enabled && o.GC.Interval > 0 && !o.NoBackground {
+		l.local = shipper.NewLocal(l.store, l.shipperOptions(nil))
+		if !o.NoBackground {
 			bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 			l.cancel = cancel
-			l.wg.Add(1)
-			go func() { defer l.wg.Done(); l.localGCLoop(bg) }()
+			l.local.Start(bg, &l.wg)
 		}
 		return nil
 	}
-	s, err := newShipper(ctx, l, sealed)
+	s, err := shipper.New(ctx, l.store, l.bucket, l.shipperOptions(seals))
 	if err != nil {
-		l.m.forget()
+		l.m.Forget()
 		l.closeStore()
 		return err
 	}
 	l.ship = s
+	found := s.Reconciled()
+	l.openRep.BucketTip, l.openRep.ShippedThrough = found.BucketTip, found.ShippedThrough
+	l.openRep.DurableSegments, l.openRep.Watermark = found.DurableSegments, found.Watermark
 	if !hasRec {
 		if err := writeBucketRecord(o.FS, l.dir, bucketRecord{URL: blobtier.Redact(bucketURLForRecord(o))}); err != nil {
-			l.m.forget()
+			l.m.Forget()
 			l.closeStore()
 			return err
 		}
@@ -221,9 +223,30 @@ func (l *Log) open(ctx context.Context) error {
 	if !o.NoBackground {
 		bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		l.cancel = cancel
-		s.start(bg, &l.wg)
+		s.Start(bg, &l.wg)
 	}
 	return nil
+}
+
+// shipperOptions is what the shipper takes from the options.
+func (l *Log) shipperOptions(seals shipper.SealSignal) shipper.Options {
+	o := l.opts
+	return shipper.Options{
+		Shard:              uint32(o.ShardIndex),
+		TailReplication:    !o.DisableTailReplication,
+		DisableTailCleanup: o.DisableTailCleanup,
+		TailInterval:       o.TailInterval,
+		SyncWait:           o.SyncWait,
+		StartupTimeout:     o.StartupTimeout,
+		UploadRetryMax:     DefaultUploadRetryMax,
+		Policy:             reclaim.Policy{Enabled: o.GC.Enabled, MinRetainedSegments: o.GC.MinRetainedSegments, MaxRetainedSegments: o.GC.MaxRetainedSegments},
+		GCInterval:         o.GC.Interval,
+		Sealed:             seals,
+		Now:                o.Now,
+		Logger:             l.log,
+		Metrics:            l.m,
+		NoteErr:            l.noteErr,
+	}
 }
 
 func bucketURLForRecord(o Options) string {
@@ -251,15 +274,15 @@ func (l *Log) Close() error {
 		l.cancel()
 	}
 	l.wg.Wait()
-	l.m.forget()
+	l.m.Forget()
 	var errs []error
 	if l.ship != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), l.opts.ShutdownShipTimeout)
-		if err := l.ship.final(ctx); err != nil {
+		if err := l.ship.Final(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("last shipment: %w", err))
 		}
 		cancel()
-		l.ship.stopWaiters()
+		l.ship.StopWaiters()
 	}
 	if l.route != nil {
 		errs = append(errs, l.route.Close())
@@ -313,211 +336,13 @@ func (l *Log) stoppedWriting() error {
 	if l.ship == nil {
 		return nil
 	}
-	return l.ship.stopped()
+	return l.ship.Stopped()
 }
 
 func (l *Log) noteErr(err error) {
 	if err != nil && errors.Is(err, localseg.ErrPoisoned) {
 		l.poisoned.Store(true)
 	}
-}
-
-// Append appends one event of an execution this shard owns. It returns once
-// the event is durable on the local disk (and, in synchronous mode, in the
-// bucket — or ErrNotInBucket with the result after the bounded wait).
-func (l *Log) Append(ctx context.Context, ev localseg.Event) (localseg.AppendResult, error) {
-	start := time.Now()
-	res, err := l.appendOne(ctx, ev)
-	l.m.op("append", err)
-	if err == nil || errors.Is(err, ErrNotInBucket) {
-		l.m.append.Observe(time.Since(start).Seconds())
-	}
-	return res, err
-}
-
-func (l *Log) appendOne(ctx context.Context, ev localseg.Event) (localseg.AppendResult, error) {
-	if err := l.writable(); err != nil {
-		return localseg.AppendResult{}, err
-	}
-	if err := l.stoppedWriting(); err != nil {
-		return localseg.AppendResult{}, err
-	}
-	res, err := l.route.Append(ev)
-	l.noteErr(err)
-	if err != nil {
-		return res, err
-	}
-	if l.ship != nil {
-		l.ship.noteAppended()
-		if l.opts.SyncToBucket {
-			return res, l.ship.waitShipped(ctx, res.Seq)
-		}
-	}
-	return res, nil
-}
-
-// BatchResult is the outcome of AppendBatch.
-type BatchResult struct {
-	Appended      int    `json:"appended"`
-	FirstSequence uint64 `json:"first_sequence"`
-	LastSequence  uint64 `json:"last_sequence"`
-}
-
-// AppendBatch validates every event (identity, size, ownership) before any
-// is written, then appends them as one durable group. A crash in the middle
-// of writing a batch may leave an unacknowledged prefix.
-func (l *Log) AppendBatch(ctx context.Context, evs []localseg.Event) (BatchResult, error) {
-	start := time.Now()
-	res, err := l.appendBatch(ctx, evs)
-	l.m.op("append", err)
-	if err == nil || errors.Is(err, ErrNotInBucket) {
-		l.m.append.Observe(time.Since(start).Seconds())
-	}
-	return res, err
-}
-
-func (l *Log) appendBatch(ctx context.Context, evs []localseg.Event) (BatchResult, error) {
-	if err := l.writable(); err != nil {
-		return BatchResult{}, err
-	}
-	if len(evs) == 0 {
-		return BatchResult{}, fmt.Errorf("%w: empty batch", localseg.ErrInvalidInput)
-	}
-	if err := l.stoppedWriting(); err != nil {
-		return BatchResult{}, err
-	}
-	first, last, err := l.route.AppendBatch(evs)
-	l.noteErr(err)
-	if err != nil {
-		return BatchResult{}, err
-	}
-	res := BatchResult{Appended: len(evs), FirstSequence: first, LastSequence: last}
-	if l.ship != nil {
-		l.ship.noteAppended()
-		if l.opts.SyncToBucket {
-			return res, l.ship.waitShipped(ctx, last)
-		}
-	}
-	return res, nil
-}
-
-// Scan pages through the owned shard's log after a sequence.
-func (l *Log) Scan(after uint64, limit int) (localseg.Page, error) {
-	if err := l.check(); err != nil {
-		return localseg.Page{}, err
-	}
-	p, err := l.store.Scan(after, limit)
-	l.m.op("scan", err)
-	return p, err
-}
-
-// ReadResult is a read with who served it.
-type ReadResult = affinity.ReadResult
-
-// ReadExecution reads an execution's events. The owner serves them from its
-// store; an execution of another shard is served by a read-only cold load
-// (from the bucket when one is configured).
-func (l *Log) ReadExecution(executionID string, after uint64, limit int) (ReadResult, error) {
-	if err := l.check(); err != nil {
-		return ReadResult{}, err
-	}
-	var res ReadResult
-	var err error
-	if l.route != nil {
-		res, err = l.route.Read(executionID, after, limit)
-	} else {
-		var p localseg.Page
-		p, err = l.store.ReadExecution(executionID, after, limit)
-		res = ReadResult{Page: p, Shard: l.own.Index, ServedBy: affinity.ServedByOwnerResident}
-	}
-	l.m.op("read", err)
-	return res, err
-}
-
-// ScanShard scans any shard: the owned one locally, another by a read-only
-// cold load.
-func (l *Log) ScanShard(shard int, after uint64, limit int) (ReadResult, error) {
-	if err := l.check(); err != nil {
-		return ReadResult{}, err
-	}
-	if shard == l.own.Index || l.route == nil {
-		p, err := l.Scan(after, limit)
-		return ReadResult{Page: p, Shard: l.own.Index, ServedBy: affinity.ServedByOwnerResident}, err
-	}
-	res, err := l.route.ScanShard(shard, after, limit)
-	l.m.op("scan", err)
-	return res, err
-}
-
-// Pull returns up to limit events after consumer's cursor, creating the
-// consumer on its first pull of a non-empty shard.
-func (l *Log) Pull(consumer string, limit int) (localseg.PullResult, error) {
-	if err := l.writable(); err != nil {
-		return localseg.PullResult{}, err
-	}
-	if err := l.stoppedWriting(); err != nil {
-		// A pull of an existing consumer writes nothing and is still
-		// served; one that would create the consumer is refused.
-		snap, serr := l.store.Snapshot()
-		if serr != nil {
-			return localseg.PullResult{}, serr
-		}
-		if _, ok := snap.Consumers[consumer]; !ok {
-			l.m.op("pull", err)
-			return localseg.PullResult{}, err
-		}
-	}
-	res, err := l.route.Pull(l.own.Index, consumer, limit)
-	l.noteErr(err)
-	l.m.op("pull", err)
-	return res, err
-}
-
-// Ack moves consumer's cursor forward to seq.
-func (l *Log) Ack(consumer string, seq uint64) (uint64, error) {
-	if err := l.writable(); err != nil {
-		return 0, err
-	}
-	if err := l.stoppedWriting(); err != nil {
-		l.m.op("ack", err)
-		return 0, err
-	}
-	acked, err := l.route.Ack(l.own.Index, consumer, seq)
-	l.noteErr(err)
-	l.m.op("ack", err)
-	return acked, err
-}
-
-// DeleteConsumer removes a consumer, so it no longer holds GC back.
-func (l *Log) DeleteConsumer(consumer string) error {
-	if err := l.writable(); err != nil {
-		return err
-	}
-	if err := l.stoppedWriting(); err != nil {
-		l.m.op("consumer_delete", err)
-		return err
-	}
-	err := l.route.DeleteConsumer(l.own.Index, consumer)
-	l.noteErr(err)
-	l.m.op("consumer_delete", err)
-	return err
-}
-
-// Health reports readiness: recovered, hydrated, not poisoned, and (with a
-// bucket) shipping. The reason says what is wrong.
-func (l *Log) Health() (ready bool, reason string) {
-	switch {
-	case l.closed.Load():
-		return false, "closed"
-	case l.poisoned.Load():
-		return false, "store poisoned by a write or fsync error; restart to recover"
-	}
-	if l.ship != nil {
-		if err := l.ship.health(); err != nil {
-			return false, err.Error()
-		}
-	}
-	return true, ""
 }
 
 // bucketColdReader serves a non-owner read from the bucket, read-only.
@@ -605,36 +430,4 @@ func writeBucketRecord(fsys localseg.FS, dir string, r bucketRecord) error {
 		return err
 	}
 	return fsys.SyncDir(dir)
-}
-
-// ShippedThrough is the highest sequence the bucket holds contiguously as
-// far as this process knows (0 without a bucket). In asynchronous mode an
-// event above it would be lost with the local disk.
-func (l *Log) ShippedThrough() uint64 {
-	if l.ship == nil {
-		return 0
-	}
-	return l.ship.repl.ShippedThrough()
-}
-
-// localGCLoop is the periodic GC of a store without a bucket: seal what is
-// due by age (only sealed segments can be reclaimed), then reclaim.
-func (l *Log) localGCLoop(ctx context.Context) {
-	t := time.NewTicker(l.opts.GC.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if _, err := l.store.SealIfDue(); err != nil {
-			l.noteErr(err)
-			l.log.Error("seal by age failed", "err", err)
-			continue
-		}
-		if _, err := l.gcLocked(ctx, l.policy(), false, false); err != nil {
-			l.log.Error("periodic GC failed", "err", err)
-		}
-	}
 }

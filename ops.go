@@ -2,80 +2,33 @@ package bucketlog
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/coldload"
+	"github.com/bucketlog/bucketlog/inspect"
 	"github.com/bucketlog/bucketlog/localseg"
+	"github.com/bucketlog/bucketlog/shipper"
 )
 
 // ShipReport is the outcome of one shipping pass.
-type ShipReport struct {
-	Shard          int          `json:"shard"`
-	Sealed         bool         `json:"sealed"`
-	Upload         UploadReport `json:"upload"`
-	TailBatches    uint64       `json:"tail_batches"`
-	TailRecords    uint64       `json:"tail_records"`
-	TailBytes      uint64       `json:"tail_bytes"`
-	ShippedThrough uint64       `json:"shipped_through"`
-	Tip            uint64       `json:"tip"`
-	Segments       int          `json:"segments"`
-}
+type ShipReport = shipper.ShipReport
+
+// UploadReport counts one upload pass.
+type UploadReport = shipper.UploadReport
 
 // Ship runs one shipping pass now: seal what is due (everything with
 // sealActive), upload sealed segments, ship the tail and the cursor object,
 // and clean up superseded tail objects.
 func (l *Log) Ship(ctx context.Context, sealActive bool) (ShipReport, error) {
-	rep := ShipReport{Shard: l.own.Index}
 	if err := l.writable(); err != nil {
-		return rep, err
+		return ShipReport{Shard: l.own.Index}, err
 	}
 	if l.ship == nil {
-		return rep, usagef("ship needs a bucket")
+		return ShipReport{Shard: l.own.Index}, usagef("ship needs a bucket")
 	}
-	var err error
-	if sealActive {
-		rep.Sealed, err = l.store.Seal()
-	} else {
-		rep.Sealed, err = l.store.SealIfDue()
-	}
-	if err != nil {
-		l.noteErr(err)
-		return rep, err
-	}
-	s := l.ship
-	before := s.repl.Stats()
-	s.maint.Lock()
-	rep.Upload, err = s.uploadSealed(ctx)
-	s.maint.Unlock()
-	// A segment that cannot upload must not keep the tail from shipping:
-	// the tail covers its events meanwhile.
-	if terr := s.shipTail(ctx); terr != nil || err != nil {
-		return rep, errors.Join(err, terr)
-	}
-	if !l.opts.DisableTailCleanup {
-		s.maint.Lock()
-		err = s.cleanupLocked(ctx)
-		s.maint.Unlock()
-		if err != nil {
-			return rep, err
-		}
-	}
-	after := s.repl.Stats()
-	rep.TailBatches = after.Batches - before.Batches
-	rep.TailRecords = after.Records - before.Records
-	rep.TailBytes = after.Bytes - before.Bytes
-	rep.ShippedThrough = s.repl.ShippedThrough()
-	rep.Tip = l.store.Tip()
-	if snap, err := l.store.Snapshot(); err == nil {
-		rep.Segments = len(snap.Segments)
-	}
-	return rep, nil
+	return l.ship.Ship(ctx, sealActive)
 }
 
 // RestoreOptions configure Restore.
@@ -182,85 +135,15 @@ func openBucketFor(ctx context.Context, url string, b blobtier.Bucket) (blobtier
 }
 
 // InspectReport describes a shard directory without changing it.
-type InspectReport struct {
-	Dir        string            `json:"dir"`
-	Exists     bool              `json:"exists"`
-	Bucket     string            `json:"bucket,omitempty"`
-	Tip        uint64            `json:"tip"`
-	Base       uint64            `json:"base"`
-	Segments   []InspectSegment  `json:"segments"`
-	Checkpoint json.RawMessage   `json:"checkpoint"`
-	Reclaim    json.RawMessage   `json:"reclaim_manifest"`
-	Consumers  map[string]uint64 `json:"consumers"`
-	// TornTailBytes would be dropped by the owner's next writable open.
-	TornTailBytes   int64  `json:"torn_tail_bytes"`
-	TornTailSegment uint64 `json:"torn_tail_segment,omitempty"`
-	// Problems lists corruption found (segment, offset, what).
-	Problems []string `json:"problems"`
-}
+type InspectReport = inspect.Report
 
 // InspectSegment is one segment file.
-type InspectSegment struct {
-	ID       uint64 `json:"id"`
-	Bytes    int64  `json:"bytes"`
-	Frames   int    `json:"frames"`
-	Events   int    `json:"events"`
-	FirstSeq uint64 `json:"first_sequence"`
-	LastSeq  uint64 `json:"last_sequence"`
-	Sealed   bool   `json:"sealed"`
-}
+type InspectSegment = inspect.Segment
 
 // Inspect reads a shard directory read-only: segments, sizes, frame counts,
 // the checkpoint, the reclaim manifest, and any torn tail or corruption.
 func Inspect(root string, shard int) (InspectReport, error) {
 	dir := localseg.ShardDir(root, shard)
-	rep := InspectReport{Dir: dir, Segments: []InspectSegment{}, Problems: []string{}}
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		return rep, nil
-	}
-	rep.Exists = true
-	rep.Bucket, _ = ShipsToBucket(dir)
-	rep.Checkpoint = rawJSON(filepath.Join(dir, "checkpoint.json"))
-	rep.Reclaim = rawJSON(filepath.Join(dir, "reclaim.json"))
-	st, err := localseg.Open(dir, localseg.Options{ReadOnly: true})
-	if err != nil {
-		rep.Problems = append(rep.Problems, err.Error())
-		return rep, nil
-	}
-	defer st.Close()
-	or := st.OpenReport()
-	rep.TornTailBytes, rep.TornTailSegment = or.TornTailBytes, or.TornTailSegment
-	snap, err := st.Snapshot()
-	if err != nil {
-		rep.Problems = append(rep.Problems, err.Error())
-		return rep, nil
-	}
-	rep.Tip, rep.Base, rep.Consumers = snap.Tip, snap.ReclaimedSeq+1, snap.Consumers
-	for _, seg := range snap.Segments {
-		is := InspectSegment{ID: seg.ID, Bytes: seg.Size, Events: seg.Events, FirstSeq: seg.FirstSeq, LastSeq: seg.LastSeq, Sealed: seg.Sealed}
-		data, err := st.ReadRange(seg.ID, 0, seg.Size)
-		if err != nil {
-			rep.Problems = append(rep.Problems, fmt.Sprintf("segment %d: %v", seg.ID, err))
-		} else if sum, err := localseg.VerifySegment(seg.ID, data, 0); err != nil {
-			rep.Problems = append(rep.Problems, err.Error())
-		} else {
-			is.Frames = sum.Frames
-		}
-		rep.Segments = append(rep.Segments, is)
-	}
-	return rep, nil
-}
-
-func rawJSON(path string) json.RawMessage {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return json.RawMessage("null")
-	}
-	// checkpoint.json may be padded with blanks; only valid JSON is shown.
-	var v any
-	if json.Unmarshal(b, &v) != nil {
-		return json.RawMessage(`"(unreadable)"`)
-	}
-	out, _ := json.Marshal(v)
-	return out
+	url, _ := ShipsToBucket(dir)
+	return inspect.Dir(dir, url)
 }

@@ -76,8 +76,8 @@ func partlyUploaded(t *testing.T, l *Log, fb *faultbucket.Bucket) (seg2Last uint
 	if _, err := l.Ship(ctx, false); err == nil {
 		t.Fatal("ship succeeded with segment 3 and the tail refused")
 	}
-	if !l.ship.isDurable(1) || !l.ship.isDurable(2) || l.ship.isDurable(3) {
-		t.Fatalf("durable: 1=%v 2=%v 3=%v", l.ship.isDurable(1), l.ship.isDurable(2), l.ship.isDurable(3))
+	if !l.ship.IsDurable(1) || !l.ship.IsDurable(2) || l.ship.IsDurable(3) {
+		t.Fatalf("durable: 1=%v 2=%v 3=%v", l.ship.IsDurable(1), l.ship.IsDurable(2), l.ship.IsDurable(3))
 	}
 	if _, err := l.Pull("reader", 1000); err != nil {
 		t.Fatal(err)
@@ -141,9 +141,9 @@ func TestTailShipsFromAboveTheReclaimBase(t *testing.T) {
 	}
 	// A replicator that knows only an older position (as after a pass that
 	// lost track): everything through the base is in the bucket anyway.
-	l.ship.repl = tailbatch.New(0, seg2Last-5, tailbatch.Options{})
+	l.ship.SetReplicatorForTest(tailbatch.New(0, seg2Last-5, tailbatch.Options{}))
 	fb.Remove(tailRule)
-	if err := l.ship.shipTail(ctx); err != nil {
+	if err := l.ship.ShipTail(ctx); err != nil {
 		t.Fatalf("tail pass with the shipped position below the reclaim base: %v", err)
 	}
 	if got, tip := l.ShippedThrough(), l.store.Tip(); got != tip {
@@ -161,7 +161,7 @@ func TestGCMovesShippedToTheReclaimBase(t *testing.T) {
 	l := mustOpen(t, Options{Dir: t.TempDir(), Bucket: b, NoBackground: true, SegmentMaxBytes: 2048, Logger: quiet()})
 	defer l.Close()
 	seg2Last, _, _ := partlyUploaded(t, l, fb)
-	l.ship.repl = tailbatch.New(0, 0, tailbatch.Options{})
+	l.ship.SetReplicatorForTest(tailbatch.New(0, 0, tailbatch.Options{}))
 	rep, err := l.GC(ctx, GCRequest{})
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/bucketlog/bucketlog/blobtier"
+	"github.com/bucketlog/bucketlog/bucketview"
 	"github.com/bucketlog/bucketlog/tailbatch"
 	"github.com/bucketlog/bucketlog/watermark"
 )
@@ -106,35 +107,41 @@ func (p *plan) same(q *plan) bool {
 // only after the tail put it describes succeeded).
 func makePlan(ctx context.Context, r Reader, shard uint32) (*plan, error) {
 	p := &plan{shard: shard}
-	m, ver, err := watermark.Read(ctx, r, shard)
-	if err != nil {
-		return nil, &ObjectError{Key: blobtier.WatermarkKey(shard), Err: err}
+	v, err := bucketview.Read(ctx, r, shard, bucketview.Options{Parts: bucketview.All, KeepDamagedCursor: true})
+	var pe *bucketview.PartError
+	if errors.As(err, &pe) {
+		switch pe.Part {
+		case bucketview.Watermark:
+			return nil, &ObjectError{Key: blobtier.WatermarkKey(shard), Err: pe.Err}
+		case bucketview.Cursor:
+			return nil, &ObjectError{Key: blobtier.CursorKey(shard), Err: pe.Err}
+		case bucketview.Segments:
+			return nil, fmt.Errorf("coldload: list segments of shard %d: %w", shard, pe.Err)
+		case bucketview.Tails:
+			return nil, fmt.Errorf("coldload: list tail objects of shard %d: %w", shard, pe.Err)
+		}
 	}
-	p.mark, p.hasMark = m, ver != ""
-	c, ver, err := tailbatch.ReadCursor(ctx, r, shard)
-	switch {
-	case err == nil:
-		p.cursor, p.hasCursor = c, ver != ""
-	case errors.Is(err, tailbatch.ErrBadCursor) || errors.Is(err, blobtier.ErrCorrupt):
+	if err != nil {
+		return nil, err
+	}
+	p.mark, p.hasMark = v.Mark, v.Version != ""
+	if v.CursorDamaged {
 		// A damaged cursor object must not brick the restore: the segments
 		// and tail objects carry every consumer frame the bucket holds.
+		err := v.CursorErr
 		if !errors.Is(err, blobtier.ErrCorrupt) {
 			err = fmt.Errorf("%w: %w", blobtier.ErrCorrupt, err)
 		}
 		p.cursor = tailbatch.Cursor{Consumers: map[string]uint64{}}
 		p.cursorErr = &ObjectError{Key: blobtier.CursorKey(shard), Err: err}
-	default:
-		return nil, &ObjectError{Key: blobtier.CursorKey(shard), Err: err}
+	} else {
+		p.cursor, p.hasCursor = v.Cur, v.CursorVersion != ""
+	}
+	for _, info := range v.Unparsed {
+		p.unparsed = append(p.unparsed, info.Key)
 	}
 
-	for info, err := range r.List(ctx, shard, blobtier.KindSegment) {
-		if err != nil {
-			return nil, fmt.Errorf("coldload: list segments of shard %d: %w", shard, err)
-		}
-		if !understood(info, shard, blobtier.KindSegment) {
-			p.unparsed = append(p.unparsed, info.Key)
-			continue
-		}
+	for _, info := range v.SegmentObjects {
 		id := info.Parsed.Segment
 		p.maxSegID = max(p.maxSegID, id)
 		if id <= p.mark.Segment {
@@ -149,15 +156,8 @@ func makePlan(ctx context.Context, r Reader, shard uint32) (*plan, error) {
 	slices.SortFunc(p.segs, func(a, b segObj) int { return cmp.Compare(a.id, b.id) })
 	p.segs = slices.CompactFunc(p.segs, func(a, b segObj) bool { return a.id == b.id })
 
-	for info, err := range r.List(ctx, shard, blobtier.KindTail) {
-		if err != nil {
-			return nil, fmt.Errorf("coldload: list tail objects of shard %d: %w", shard, err)
-		}
+	for _, info := range v.TailObjects {
 		k := info.Parsed
-		if !understood(info, shard, blobtier.KindTail) || k.FirstSeq == 0 || k.FirstSeq > k.LastSeq {
-			p.unparsed = append(p.unparsed, info.Key)
-			continue
-		}
 		p.maxTailLast = max(p.maxTailLast, k.LastSeq)
 		if k.LastSeq <= p.mark.Seq {
 			p.orphanTails++
@@ -178,13 +178,6 @@ func makePlan(ctx context.Context, r Reader, shard uint32) (*plan, error) {
 		p.maxLast[i] = hi
 	}
 	return p, nil
-}
-
-// understood reports whether a listed object is one this shard's cold load
-// may read: its key parses, and names this shard and the listed kind. Keys
-// that fail are never read (an object we do not understand is left alone).
-func understood(info blobtier.ObjectInfo, shard uint32, kind blobtier.Kind) bool {
-	return info.ParseErr == nil && info.Parsed.Kind == kind && info.Parsed.Shard == shard
 }
 
 // tailsOverlapping returns the indexes of the tail objects whose key range

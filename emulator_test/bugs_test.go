@@ -14,7 +14,7 @@ import (
 // other packages; they stay as regression tests. Nothing else
 // in the suite depends on them.
 
-// TestSupersededTailObjectLandingAfterCleanupIsReclaimed: in ship.go,
+// TestSupersededTailObjectLandingAfterCleanupIsReclaimed: in shipper/upload.go,
 // shipper.cleanupLocked runs tail cleanup only when the contiguous durable
 // watermark moved since the last complete cleanup (or the last one failed).
 // A tail object that lands in the bucket after a cleanup listed the tail

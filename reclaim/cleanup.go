@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/bucketlog/bucketlog/blobtier"
+	"github.com/bucketlog/bucketlog/bucketview"
 )
 
 // CleanupResult reports one tail cleanup pass of a shard. The fields map to
@@ -41,14 +41,12 @@ type CleanupResult struct {
 // deletes all run outside whatever lock appends take.
 func CleanupTail(ctx context.Context, b Deleter, shard uint32, contiguousDurableSeq uint64) (CleanupResult, error) {
 	var res CleanupResult
-	for info, err := range b.List(ctx, shard, blobtier.KindTail) {
-		if err != nil {
-			return res, fmt.Errorf("list tail objects of shard %d: %w", shard, err)
-		}
-		if !understood(info, shard, blobtier.KindTail) {
-			res.Unparsed++
-			continue
-		}
+	v, err := bucketview.Read(ctx, b, shard, bucketview.Options{Parts: bucketview.Tails})
+	res.Unparsed = len(v.Unparsed)
+	if err != nil {
+		return res, err
+	}
+	for _, info := range v.TailObjects {
 		if info.Parsed.LastSeq > contiguousDurableSeq {
 			res.Retained++
 			continue

@@ -7,6 +7,7 @@ import (
 	"iter"
 
 	"github.com/bucketlog/bucketlog/blobtier"
+	"github.com/bucketlog/bucketlog/bucketview"
 	"github.com/bucketlog/bucketlog/localseg"
 	"github.com/bucketlog/bucketlog/watermark"
 )
@@ -184,10 +185,14 @@ func shared(ctx context.Context, store Store, b Bucket, shard uint32, role Role,
 	}
 
 	// 1. Adopt.
-	wm, _, err := watermark.Read(ctx, b, shard)
+	v, err := bucketview.Read(ctx, b, shard, bucketview.Options{Parts: bucketview.Watermark})
+	if pe := (*bucketview.PartError)(nil); errors.As(err, &pe) {
+		err = pe.Err // the watermark read's own error, as the caller's checks expect
+	}
 	if err != nil {
 		return res, err
 	}
+	wm := v.Mark
 	res.Before, res.Watermark = wm, wm
 	if res.Adopted, snap, err = adopt(store, snap, wm); err != nil {
 		return res, fmt.Errorf("shard %d: %w", shard, err)
@@ -291,14 +296,12 @@ func DeleteThrough(ctx context.Context, b Deleter, shard uint32, mark watermark.
 	if mark.Segment == 0 && mark.Seq == 0 {
 		return res, nil
 	}
-	for info, err := range b.List(ctx, shard, blobtier.KindSegment) {
-		if err != nil {
-			return res, fmt.Errorf("list segments of shard %d: %w", shard, err)
-		}
-		if !understood(info, shard, blobtier.KindSegment) {
-			res.Unparsed++
-			continue
-		}
+	v, err := bucketview.Read(ctx, b, shard, bucketview.Options{Parts: bucketview.Segments})
+	res.Unparsed = len(v.Unparsed)
+	if err != nil {
+		return res, err
+	}
+	for _, info := range v.SegmentObjects {
 		if info.Parsed.Segment > mark.Segment {
 			continue
 		}
@@ -321,14 +324,12 @@ func DeleteThrough(ctx context.Context, b Deleter, shard uint32, mark watermark.
 // is at or below seq, keeping (and counting) keys it does not understand.
 func deleteTailsThrough(ctx context.Context, b Deleter, shard uint32, seq uint64) (DeleteResult, error) {
 	var res DeleteResult
-	for info, err := range b.List(ctx, shard, blobtier.KindTail) {
-		if err != nil {
-			return res, fmt.Errorf("list tail objects of shard %d: %w", shard, err)
-		}
-		if !understood(info, shard, blobtier.KindTail) {
-			res.Unparsed++
-			continue
-		}
+	v, err := bucketview.Read(ctx, b, shard, bucketview.Options{Parts: bucketview.Tails})
+	res.Unparsed = len(v.Unparsed)
+	if err != nil {
+		return res, err
+	}
+	for _, info := range v.TailObjects {
 		if info.Parsed.LastSeq > seq {
 			continue
 		}
@@ -362,12 +363,4 @@ func deleteNewlyCovered(ctx context.Context, b Deleter, shard uint32, before, ma
 	res.Failed += tails.Failed
 	res.Errors = append(res.Errors, tails.Errors...)
 	return res, err
-}
-
-// understood reports whether a listed object is one this package knows how
-// to judge: a key that parses, of the kind and shard asked for. Anything
-// else is kept: not understanding an object in an event-log bucket is a
-// reason to leave it there.
-func understood(info blobtier.ObjectInfo, shard uint32, kind blobtier.Kind) bool {
-	return info.ParseErr == nil && info.Parsed.Kind == kind && info.Parsed.Shard == shard
 }

@@ -37,23 +37,33 @@ type SegRange struct {
 // bytes before using them. A listing error is returned as is; the caller
 // must not fall back to the local tip.
 func RebuildCursor(ctx context.Context, b Lister, shard uint32, base uint64, durableSegs []SegRange) (uint64, error) {
-	ranges := make([]SegRange, 0, len(durableSegs))
+	var tails []blobtier.ObjectInfo
+	for info, err := range b.List(ctx, shard, blobtier.KindTail) {
+		if err != nil {
+			return 0, fmt.Errorf("tailbatch: shard %d: list tail objects: %w", shard, err)
+		}
+		tails = append(tails, info)
+	}
+	return CursorFrom(shard, base, durableSegs, tails), nil
+}
+
+// CursorFrom is RebuildCursor over a listing already made (a bucket view's
+// tail objects): the same rule, no request.
+func CursorFrom(shard uint32, base uint64, durableSegs []SegRange, tails []blobtier.ObjectInfo) uint64 {
+	ranges := make([]SegRange, 0, len(durableSegs)+len(tails))
 	for _, s := range durableSegs {
 		if s.LastSeq >= s.FirstSeq {
 			ranges = append(ranges, s)
 		}
 	}
-	for info, err := range b.List(ctx, shard, blobtier.KindTail) {
-		if err != nil {
-			return 0, fmt.Errorf("tailbatch: shard %d: list tail objects: %w", shard, err)
-		}
+	for _, info := range tails {
 		k := info.Parsed
 		if info.ParseErr != nil || k.Kind != blobtier.KindTail || k.Shard != shard || k.LastSeq < k.FirstSeq || k.FirstSeq == 0 || info.Size <= 0 {
 			continue
 		}
 		ranges = append(ranges, SegRange{FirstSeq: k.FirstSeq, LastSeq: k.LastSeq})
 	}
-	return contiguousFrom(base, ranges), nil
+	return contiguousFrom(base, ranges)
 }
 
 // contiguousFrom extends base over ranges while they leave no gap: sorted by

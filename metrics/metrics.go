@@ -1,0 +1,352 @@
+// Package metrics holds the engine's Prometheus series as typed fields: one
+// field per series, every label value created up front, so every series
+// exists at zero from the first scrape and a misspelt series is a compile
+// error rather than a panic at run time (SPEC §9's list).
+package metrics
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bucketlog/bucketlog/blobtier"
+)
+
+// Names lists every metric the engine exports (SPEC §9), without the
+// bucketlog_ prefix, in the README's order.
+var Names = []string{
+	"eventlog_ops_total", "append_seconds", "fsync_seconds",
+	"tail_batches_total", "tail_records_total", "tail_bytes_total", "tail_replication_failed_total",
+	"tail_recovered_records_total", "tail_objects_superseded_total", "tail_objects_reclaimed_total",
+	"tail_reclaim_bytes_total", "tail_reclaim_failed_total", "tail_objects_retained", "tail_objects_unparsed",
+	"segments_uploaded_total", "second_writer_detected_total", "gc_ops_total",
+	"bucket_requests_total", "bucket_bytes_total", "oldest_unsealed_age_seconds",
+	"oldest_unreplicated_age_seconds", "unshipped_bytes", "consumer_lag",
+}
+
+// Op is an operation of eventlog_ops_total.
+type Op int
+
+// The operations, in the order of Operations.
+const (
+	OpAppend Op = iota
+	OpScan
+	OpRead
+	OpPull
+	OpAck
+	OpConsumerDelete
+	numOps
+)
+
+// Outcome is an outcome of eventlog_ops_total.
+type Outcome int
+
+// The outcomes, in the order of Outcomes.
+const (
+	OutcomeOK Outcome = iota
+	OutcomeInvalidInput
+	OutcomeInvalidState
+	OutcomeNotOwner
+	OutcomeStorage
+	numOutcomes
+)
+
+// Operations and Outcomes are the label values of eventlog_ops_total.
+var (
+	Operations = []string{"append", "scan", "read", "pull", "ack", "consumer_delete"}
+	Outcomes   = []string{"ok", "invalid_input", "invalid_state", "not_owner", "storage"}
+)
+
+var (
+	bucketOps = []blobtier.Op{blobtier.OpPut, blobtier.OpGet, blobtier.OpList, blobtier.OpDelete, blobtier.OpStat, blobtier.OpCAS}
+	bucketRes = []blobtier.Result{blobtier.ResultOK, blobtier.ResultNotFound, blobtier.ResultPrecondition, blobtier.ResultError}
+)
+
+var helps = map[string]string{
+	"eventlog_ops_total":              "Event log operations by operation and outcome.",
+	"append_seconds":                  "Latency of appends, from call to durable acknowledgement.",
+	"fsync_seconds":                   "Latency of each data fsync of the segment store.",
+	"tail_batches_total":              "Tail objects written to the bucket.",
+	"tail_records_total":              "Events shipped in tail objects.",
+	"tail_bytes_total":                "Bytes shipped in tail objects.",
+	"tail_replication_failed_total":   "Tail object puts that failed (the next tick re-ships the same events).",
+	"tail_recovered_records_total":    "Events recovered from tail objects by a cold load.",
+	"tail_objects_superseded_total":   "Tail objects found redundant with a sealed segment during a cold load.",
+	"tail_objects_reclaimed_total":    "Tail objects deleted because a durable segment covers them.",
+	"tail_reclaim_bytes_total":        "Bytes of tail objects deleted (sized before the delete).",
+	"tail_reclaim_failed_total":       "Tail object deletes that failed.",
+	"tail_objects_retained":           "Tail objects left in the bucket after the last cleanup pass.",
+	"tail_objects_unparsed":           "Keys under the tail key space that do not parse (never deleted).",
+	"segments_uploaded_total":         "Sealed segments made durable in the bucket.",
+	"second_writer_detected_total":    "Different objects found under this shard's write-once keys.",
+	"gc_ops_total":                    "Reclaim passes by outcome.",
+	"bucket_requests_total":           "Bucket requests by operation and result.",
+	"bucket_bytes_total":              "Bytes moved to (up) and from (down) the bucket.",
+	"oldest_unsealed_age_seconds":     "Age of the active segment's oldest frame (0 when empty).",
+	"oldest_unreplicated_age_seconds": "Age of the oldest event not yet in the bucket (0 when none).",
+	"unshipped_bytes":                 "Durable local bytes not yet in the bucket.",
+	"consumer_lag":                    "Events between the tip and a live consumer's cursor.",
+}
+
+func opts(name string) prometheus.Opts {
+	return prometheus.Opts{Namespace: "bucketlog", Name: name, Help: helps[name]}
+}
+
+// families are the metric families, shared by every shard opened against
+// one Registerer (each shard adds its own label values).
+type families struct {
+	ops, gcOps, bucketRequests, bucketBytes *prometheus.CounterVec
+	appendSeconds, fsyncSeconds             *prometheus.HistogramVec
+	tailBatches, tailRecords, tailBytes     *prometheus.CounterVec
+	tailReplicationFailed                   *prometheus.CounterVec
+	tailRecoveredRecords                    *prometheus.CounterVec
+	tailObjectsSuperseded                   *prometheus.CounterVec
+	tailObjectsReclaimed, tailReclaimBytes  *prometheus.CounterVec
+	tailReclaimFailed                       *prometheus.CounterVec
+	segmentsUploaded, secondWriterDetected  *prometheus.CounterVec
+	tailObjectsRetained, tailObjectsUnparse *prometheus.GaugeVec
+	oldestUnsealed, oldestUnreplicated      *prometheus.GaugeVec
+	unshippedBytes                          *prometheus.GaugeVec
+	consumerLag                             *lagCollector
+}
+
+func newFamilies() *families {
+	shard := []string{"shard"}
+	counter := func(name string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts(opts(name)), shard)
+	}
+	gauge := func(name string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts(opts(name)), shard)
+	}
+	histogram := func(name string) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "bucketlog", Name: name, Help: helps[name],
+			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18),
+		}, shard)
+	}
+	return &families{
+		ops:                   prometheus.NewCounterVec(prometheus.CounterOpts(opts("eventlog_ops_total")), []string{"shard", "operation", "outcome"}),
+		appendSeconds:         histogram("append_seconds"),
+		fsyncSeconds:          histogram("fsync_seconds"),
+		tailBatches:           counter("tail_batches_total"),
+		tailRecords:           counter("tail_records_total"),
+		tailBytes:             counter("tail_bytes_total"),
+		tailReplicationFailed: counter("tail_replication_failed_total"),
+		tailRecoveredRecords:  counter("tail_recovered_records_total"),
+		tailObjectsSuperseded: counter("tail_objects_superseded_total"),
+		tailObjectsReclaimed:  counter("tail_objects_reclaimed_total"),
+		tailReclaimBytes:      counter("tail_reclaim_bytes_total"),
+		tailReclaimFailed:     counter("tail_reclaim_failed_total"),
+		tailObjectsRetained:   gauge("tail_objects_retained"),
+		tailObjectsUnparse:    gauge("tail_objects_unparsed"),
+		segmentsUploaded:      counter("segments_uploaded_total"),
+		secondWriterDetected:  counter("second_writer_detected_total"),
+		gcOps:                 prometheus.NewCounterVec(prometheus.CounterOpts(opts("gc_ops_total")), []string{"shard", "outcome"}),
+		bucketRequests:        prometheus.NewCounterVec(prometheus.CounterOpts(opts("bucket_requests_total")), []string{"shard", "operation", "result"}),
+		bucketBytes:           prometheus.NewCounterVec(prometheus.CounterOpts(opts("bucket_bytes_total")), []string{"shard", "direction"}),
+		oldestUnsealed:        gauge("oldest_unsealed_age_seconds"),
+		oldestUnreplicated:    gauge("oldest_unreplicated_age_seconds"),
+		unshippedBytes:        gauge("unshipped_bytes"),
+		consumerLag: &lagCollector{
+			desc:   prometheus.NewDesc("bucketlog_consumer_lag", helps["consumer_lag"], []string{"shard", "consumer"}, nil),
+			shards: map[string]func() (uint64, map[string]uint64){},
+		},
+	}
+}
+
+func (f *families) all() []prometheus.Collector {
+	return []prometheus.Collector{
+		f.ops, f.appendSeconds, f.fsyncSeconds, f.gcOps, f.bucketRequests, f.bucketBytes, f.consumerLag,
+		f.tailBatches, f.tailRecords, f.tailBytes, f.tailReplicationFailed, f.tailRecoveredRecords,
+		f.tailObjectsSuperseded, f.tailObjectsReclaimed, f.tailReclaimBytes, f.tailReclaimFailed,
+		f.segmentsUploaded, f.secondWriterDetected,
+		f.tailObjectsRetained, f.tailObjectsUnparse, f.oldestUnsealed, f.oldestUnreplicated, f.unshippedBytes,
+	}
+}
+
+// ErrRegistered is returned by New when the families are already registered
+// on the Registerer by another owner.
+var ErrRegistered = errors.New("metrics already registered on this registerer by another owner")
+
+var (
+	registryMu sync.Mutex
+	registries = map[prometheus.Registerer]*families{}
+)
+
+// familiesFor returns the families registered on reg, registering them on
+// first use, so several shards opened in one process share one set.
+func familiesFor(reg prometheus.Registerer) (*families, error) {
+	if reg == nil {
+		return newFamilies(), nil
+	}
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if f, ok := registries[reg]; ok {
+		return f, nil
+	}
+	f := newFamilies()
+	for _, col := range f.all() {
+		if err := reg.Register(col); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				return nil, fmt.Errorf("%w: %v", ErrRegistered, err)
+			}
+			return nil, err
+		}
+	}
+	registries[reg] = f
+	return f, nil
+}
+
+// Shard is one shard's handle on every series: one field per series, each
+// created (at zero) by New.
+type Shard struct {
+	f     *families
+	shard string
+	ops   [numOps][numOutcomes]prometheus.Counter
+
+	AppendSeconds prometheus.Observer
+	FsyncSeconds  prometheus.Observer
+
+	TailBatches           prometheus.Counter
+	TailRecords           prometheus.Counter
+	TailBytes             prometheus.Counter
+	TailReplicationFailed prometheus.Counter
+	TailRecoveredRecords  prometheus.Counter
+	TailObjectsSuperseded prometheus.Counter
+	TailObjectsReclaimed  prometheus.Counter
+	TailReclaimBytes      prometheus.Counter
+	TailReclaimFailed     prometheus.Counter
+	SegmentsUploaded      prometheus.Counter
+	SecondWriterDetected  prometheus.Counter
+
+	TailObjectsRetained   prometheus.Gauge
+	TailObjectsUnparsed   prometheus.Gauge
+	OldestUnsealedAge     prometheus.Gauge
+	OldestUnreplicatedAge prometheus.Gauge
+	UnshippedBytes        prometheus.Gauge
+
+	GCReclaimed prometheus.Counter
+	GCNoop      prometheus.Counter
+	GCError     prometheus.Counter
+
+	bucketRequests map[[2]string]prometheus.Counter
+	bytesUp        prometheus.Counter
+	bytesDown      prometheus.Counter
+}
+
+// New returns shard's series on reg (nil: a private set nobody scrapes).
+func New(reg prometheus.Registerer, shard int) (*Shard, error) {
+	f, err := familiesFor(reg)
+	if err != nil {
+		return nil, err
+	}
+	s := strconv.Itoa(shard)
+	m := &Shard{
+		f: f, shard: s,
+		AppendSeconds:         f.appendSeconds.WithLabelValues(s),
+		FsyncSeconds:          f.fsyncSeconds.WithLabelValues(s),
+		TailBatches:           f.tailBatches.WithLabelValues(s),
+		TailRecords:           f.tailRecords.WithLabelValues(s),
+		TailBytes:             f.tailBytes.WithLabelValues(s),
+		TailReplicationFailed: f.tailReplicationFailed.WithLabelValues(s),
+		TailRecoveredRecords:  f.tailRecoveredRecords.WithLabelValues(s),
+		TailObjectsSuperseded: f.tailObjectsSuperseded.WithLabelValues(s),
+		TailObjectsReclaimed:  f.tailObjectsReclaimed.WithLabelValues(s),
+		TailReclaimBytes:      f.tailReclaimBytes.WithLabelValues(s),
+		TailReclaimFailed:     f.tailReclaimFailed.WithLabelValues(s),
+		SegmentsUploaded:      f.segmentsUploaded.WithLabelValues(s),
+		SecondWriterDetected:  f.secondWriterDetected.WithLabelValues(s),
+		TailObjectsRetained:   f.tailObjectsRetained.WithLabelValues(s),
+		TailObjectsUnparsed:   f.tailObjectsUnparse.WithLabelValues(s),
+		OldestUnsealedAge:     f.oldestUnsealed.WithLabelValues(s),
+		OldestUnreplicatedAge: f.oldestUnreplicated.WithLabelValues(s),
+		UnshippedBytes:        f.unshippedBytes.WithLabelValues(s),
+		GCReclaimed:           f.gcOps.WithLabelValues(s, "reclaimed"),
+		GCNoop:                f.gcOps.WithLabelValues(s, "noop"),
+		GCError:               f.gcOps.WithLabelValues(s, "error"),
+		bucketRequests:        map[[2]string]prometheus.Counter{},
+		bytesUp:               f.bucketBytes.WithLabelValues(s, "up"),
+		bytesDown:             f.bucketBytes.WithLabelValues(s, "down"),
+	}
+	for op := range numOps {
+		for out := range numOutcomes {
+			m.ops[op][out] = f.ops.WithLabelValues(s, Operations[op], Outcomes[out])
+		}
+	}
+	for _, op := range bucketOps {
+		for _, r := range bucketRes {
+			m.bucketRequests[[2]string{string(op), string(r)}] = f.bucketRequests.WithLabelValues(s, string(op), string(r))
+		}
+	}
+	return m, nil
+}
+
+// Op counts one operation with its outcome.
+func (m *Shard) Op(op Op, out Outcome) {
+	if op >= 0 && op < numOps && out >= 0 && out < numOutcomes {
+		m.ops[op][out].Inc()
+	}
+}
+
+// BucketObserver counts bucket requests (the decorator of SPEC §9).
+func (m *Shard) BucketObserver() blobtier.Observer {
+	return func(op blobtier.Op, res blobtier.Result, up, down int64) {
+		c, ok := m.bucketRequests[[2]string{string(op), string(res)}]
+		if !ok {
+			c = m.f.bucketRequests.WithLabelValues(m.shard, string(op), string(res))
+		}
+		c.Inc()
+		if up > 0 {
+			m.bytesUp.Add(float64(up))
+		}
+		if down > 0 {
+			m.bytesDown.Add(float64(down))
+		}
+	}
+}
+
+// WatchLag makes consumer_lag report this shard's live consumers, read at
+// scrape time so the figure is never stale.
+func (m *Shard) WatchLag(state func() (tip uint64, consumers map[string]uint64)) {
+	m.f.consumerLag.mu.Lock()
+	defer m.f.consumerLag.mu.Unlock()
+	m.f.consumerLag.shards[m.shard] = state
+}
+
+// Forget removes this shard's per-consumer series (Close).
+func (m *Shard) Forget() {
+	m.f.consumerLag.mu.Lock()
+	defer m.f.consumerLag.mu.Unlock()
+	delete(m.f.consumerLag.shards, m.shard)
+}
+
+// lagCollector exports consumer_lag: one series per live consumer of every
+// open shard, computed when scraped.
+type lagCollector struct {
+	desc   *prometheus.Desc
+	mu     sync.Mutex
+	shards map[string]func() (uint64, map[string]uint64)
+}
+
+func (c *lagCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *lagCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	fns := maps.Clone(c.shards)
+	c.mu.Unlock()
+	for shard, state := range fns {
+		tip, consumers := state()
+		for name, cur := range consumers {
+			lag := uint64(0)
+			if tip > cur {
+				lag = tip - cur
+			}
+			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(lag), shard, name)
+		}
+	}
+}

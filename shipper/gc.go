@@ -1,0 +1,142 @@
+package shipper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/bucketlog/bucketlog/blobtier"
+	"github.com/bucketlog/bucketlog/localseg"
+	"github.com/bucketlog/bucketlog/reclaim"
+	"github.com/bucketlog/bucketlog/watermark"
+)
+
+// sweepEvery bounds how many periodic GC passes delete by key before one
+// lists the shard's objects again.
+const sweepEvery = 16
+
+// GCReport explains one reclaim pass: what it removed and what holds the
+// boundary where it is.
+type GCReport struct {
+	Shard          int                    `json:"shard"`
+	Outcome        string                 `json:"outcome"` // reclaimed | noop
+	Plan           reclaim.Plan           `json:"plan"`
+	Local          localseg.ReclaimResult `json:"local"`
+	Shared         *reclaim.SharedResult  `json:"shared,omitempty"`
+	SegmentsBefore int                    `json:"segments_before"`
+	SegmentsAfter  int                    `json:"segments_after"`
+	Base           uint64                 `json:"base"`
+	Tip            uint64                 `json:"tip"`
+}
+
+// GC runs one explicit shared reclaim pass now (SPEC §6): only segments
+// durable in the bucket go, the watermark is committed first, and bucket
+// objects at or below it are deleted after the local reclaim. sweep lists
+// the shard's objects and deletes every one the watermark covers.
+func (s *Shipper) GC(ctx context.Context, pol reclaim.Policy, sweep bool) (GCReport, error) {
+	s.maint.Lock()
+	defer s.maint.Unlock()
+	return s.gcLocked(ctx, pol, true, sweep)
+}
+
+// gcLocked runs a pass; the caller holds the maintenance lock.
+func (s *Shipper) gcLocked(ctx context.Context, pol reclaim.Policy, explicit, sweep bool) (rep GCReport, err error) {
+	rep.Shard = int(s.shard)
+	defer func() {
+		// A write or fsync error inside the reclaim poisons the store:
+		// readiness must see it now, not at the next append.
+		s.noteErr(err)
+		switch {
+		case err != nil:
+			s.m.GCError.Inc()
+		case rep.Outcome == "reclaimed":
+			s.m.GCReclaimed.Inc()
+		default:
+			s.m.GCNoop.Inc()
+		}
+	}()
+	before, err := s.store.Snapshot()
+	if err != nil {
+		return rep, err
+	}
+	rep.SegmentsBefore = len(before.Segments)
+	defer func() {
+		if after, serr := s.store.Snapshot(); serr == nil {
+			rep.SegmentsAfter = len(after.Segments)
+			rep.Base = after.ReclaimedSeq + 1
+			rep.Tip = after.Tip
+		}
+	}()
+
+	if err := s.stopped(); err != nil {
+		return rep, err
+	}
+	// Plan locally first: a pass with nothing to remove issues no bucket
+	// request, so an idle shard stays silent.
+	rep.Plan = reclaim.MakePlan(before, pol, s.isDurable)
+	if rep.Plan.Empty() && !explicit {
+		rep.Outcome = "noop"
+		return rep, nil
+	}
+	// After a complete sweep, a periodic pass deletes what it newly covers
+	// by key and does not list the history the bucket keeps. It sweeps
+	// after a start, after any failure, every sweepEvery passes, and when
+	// asked to.
+	s.mu.Lock()
+	opts := reclaim.SharedOptions{ByKey: !sweep && s.sweptClean && s.byKeyPasses < sweepEvery}
+	if opts.ByKey {
+		s.byKeyPasses++
+	} else {
+		s.byKeyPasses = 0
+	}
+	s.sweptClean = false
+	s.mu.Unlock()
+	res, err := reclaim.SharedWith(ctx, s.store, s.b, s.shard, reclaim.Owner, pol, s.isDurable, opts)
+	if watermark.Damaged(err) {
+		// A damaged watermark object would stop GC for good: the owner
+		// rewrites it with its local base (see watermark.Repair), then
+		// runs the pass again.
+		s.log.Error("the reclaim watermark is damaged; rewriting it with the local reclaim base", "err", err,
+			"seq", before.ReclaimedSeq, "segment", before.ReclaimedSeg)
+		if _, rerr := watermark.Repair(ctx, s.b, s.shard, before.ReclaimedSeq, before.ReclaimedSeg); rerr != nil {
+			return rep, errors.Join(err, rerr)
+		}
+		res, err = reclaim.SharedWith(ctx, s.store, s.b, s.shard, reclaim.Owner, pol, s.isDurable, reclaim.SharedOptions{})
+	}
+	if errors.Is(err, blobtier.ErrUnsupported) {
+		return rep, fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	if err != nil {
+		return rep, err
+	}
+	rep.Shared = &res
+	rep.Plan = res.Plan
+	rep.Local = res.Local
+	s.mu.Lock()
+	s.sweptClean = res.Deleted.Failed == 0
+	s.wm = res.Watermark
+	for id := range s.durable {
+		if id <= res.Watermark.Segment {
+			delete(s.durable, id)
+		}
+	}
+	s.mu.Unlock()
+	// Everything through the new base is in the bucket (only durable
+	// segments are reclaimed): the tail must not be left below it.
+	if seq, _ := s.contiguous(); seq > 0 {
+		s.advance(seq)
+	}
+	s.m.TailObjectsReclaimed.Add(float64(res.Deleted.Tails))
+	s.m.TailReclaimFailed.Add(float64(res.Deleted.Failed))
+	if res.Deleted.Failed > 0 {
+		s.log.Warn("some bucket deletes failed; the next pass retries them", "failed", res.Deleted.Failed, "errors", res.Deleted.Errors)
+	}
+	if len(res.Local.Removed) > 0 || len(res.Adopted.Removed) > 0 || res.Deleted.Segments > 0 || res.Deleted.Tails > 0 {
+		rep.Outcome = "reclaimed"
+		s.log.Info("reclaimed segments", "watermark_seq", res.Watermark.Seq, "watermark_segment", res.Watermark.Segment,
+			"removed_local", len(res.Local.Removed), "deleted_objects", res.Deleted.Segments+res.Deleted.Tails, "reason", res.Plan.Reason)
+	} else {
+		rep.Outcome = "noop"
+	}
+	return rep, nil
+}

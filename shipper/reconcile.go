@@ -1,0 +1,417 @@
+package shipper
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/bucketlog/bucketlog/blobtier"
+	"github.com/bucketlog/bucketlog/bucketview"
+	"github.com/bucketlog/bucketlog/localseg"
+	"github.com/bucketlog/bucketlog/tailbatch"
+	"github.com/bucketlog/bucketlog/watermark"
+)
+
+// reconcile is the start-up half of SPEC §7: it reads the bucket's
+// watermark, segments, tail objects and cursor object, refuses a stale or
+// diverged disk, learns which local segments are durable in the bucket,
+// aligns the watermark with the local reclaim base, and rebuilds the tail
+// cursor from the bucket (never from the local tip).
+//
+// Every check runs before anything is changed: a refused Open leaves the
+// shard directory byte-identical and the bucket as it found it. Only once
+// the verdict is in does it repair a damaged watermark, adopt the bucket's
+// watermark locally (Reclaim) and commit a local reclaim base above it.
+func (s *Shipper) reconcile(ctx context.Context) error {
+	s.durable = map[uint64]bool{}
+	snap, err := s.store.Snapshot()
+	if err != nil {
+		return err
+	}
+	// One read of the shard's bucket state, each verdict reached as soon
+	// as its part is in (a refused Open issues no request past it).
+	var (
+		base, baseSeg uint64 // the reclaim base the checks take
+		lowRetained   uint64 // the lowest sequence a retained object above the base holds (0: none)
+		newestTail    blobtier.ObjectInfo
+		bucketTip     uint64
+		tails         []blobtier.Key // tail objects above the base
+	)
+	lower := func(seq uint64) {
+		if lowRetained == 0 || seq < lowRetained {
+			lowRetained = seq
+		}
+	}
+	check := func(v *bucketview.View, done bucketview.Parts) error {
+		switch done {
+		case bucketview.Watermark:
+			if v.WatermarkDamaged {
+				// A damaged watermark would stop GC and every restore. The
+				// owner rewrites it, but only after the checks below
+				// passed, and never below what the bucket's retained
+				// objects imply (repairTarget).
+				s.log.Error("the reclaim watermark is damaged; it is rewritten once the start-up checks pass", "err", v.WatermarkErr)
+			}
+			// The bucket's reclaim went further than the local store (a
+			// pass crashed after committing the watermark, or another
+			// owner reclaimed): the watermark's segment must end at the
+			// watermark's sequence locally. It is adopted (Reclaim) only
+			// after every check; until then the checks take the base it
+			// names.
+			base, baseSeg = snap.ReclaimedSeq, snap.ReclaimedSeg
+			if v.Mark.Segment > snap.ReclaimedSeg {
+				if err := adoptable(snap, v.Mark); err != nil {
+					return err
+				}
+				base, baseSeg = v.Mark.Seq, v.Mark.Segment
+			}
+		case bucketview.Cursor:
+			if v.CursorDamaged {
+				// A damaged cursor object must not keep the owner down: the
+				// owner rebuilds it from its own state once the checks
+				// pass. Without its shipped_through, the bucket's tip comes
+				// from the objects alone.
+				s.log.Error("the cursor object is damaged; it is rebuilt once the start-up checks pass", "key", blobtier.CursorKey(s.shard), "err", v.CursorErr)
+			}
+			// The bucket's tip: tail objects and the cursor object's
+			// shipped_through.
+			for _, info := range v.TailObjects {
+				bucketTip = max(bucketTip, info.Parsed.LastSeq)
+				if info.Parsed.LastSeq > base {
+					lower(info.Parsed.FirstSeq)
+					tails = append(tails, info.Parsed)
+				}
+				if info.Parsed.LastSeq > base && info.Parsed.LastSeq <= snap.Tip &&
+					info.Parsed.LastSeq > newestTail.Parsed.LastSeq {
+					newestTail = info
+				}
+			}
+			bucketTip = max(bucketTip, v.Cur.ShippedThrough)
+			if bucketTip > snap.Tip {
+				return fmt.Errorf("%w: the bucket holds sequences through %d, the local store through %d", ErrStaleDisk, bucketTip, snap.Tip)
+			}
+		}
+		return nil
+	}
+	view, err := bucketview.Read(ctx, s.b, s.shard, bucketview.Options{
+		Parts: bucketview.All,
+		// Tail objects before the cursor object, both before the segments:
+		// the stale-disk verdict needs no segment listing.
+		Order:                []bucketview.Parts{bucketview.Watermark, bucketview.Tails, bucketview.Cursor, bucketview.Segments},
+		KeepDamagedWatermark: s.b.CanCAS() && (snap.Tip > 0 || snap.ReclaimedSeg > 0),
+		KeepDamagedCursor:    true,
+		Check:                check,
+	})
+	if err != nil {
+		return err
+	}
+	wm, wmDamaged, cur, curDamaged := view.Mark, view.WatermarkDamaged, view.Cur, view.CursorDamaged
+
+	local := map[uint64]localseg.SegmentInfo{}
+	var highest uint64
+	for _, seg := range snap.Segments {
+		local[seg.ID] = seg
+		highest = max(highest, seg.ID)
+	}
+	var bucketSegs []blobtier.ObjectInfo
+	var damagedSegs []string
+	for _, info := range view.SegmentObjects {
+		if info.Parsed.Segment > wm.Segment {
+			bucketSegs = append(bucketSegs, info)
+		}
+	}
+	for _, info := range bucketSegs {
+		id := info.Parsed.Segment
+		seg, ok := local[id]
+		switch {
+		case id <= baseSeg:
+			// Reclaimed locally; the object is an orphan the next GC removes.
+			continue
+		case id > highest || (ok && !seg.Sealed):
+			return fmt.Errorf("%w: the bucket holds segment %d (%s) and the local store's active segment is %d", ErrStaleDisk, id, info.Key, highest)
+		case !ok:
+			return fmt.Errorf("%w: the bucket holds segment %d (%s) that the local store lacks", ErrDiverged, id, info.Key)
+		}
+		match, damaged, err := s.matches(ctx, info, seg, !verifiedBefore(seg, cur.ShippedThrough, tails))
+		if err != nil {
+			return err
+		}
+		lower(seg.FirstSeq)
+		if damaged {
+			// Our own upload, damaged in the bucket: not durable. It is
+			// deleted after the verdict and uploaded again.
+			damagedSegs = append(damagedSegs, info.Key)
+			continue
+		}
+		if !match {
+			return fmt.Errorf("%w: segment %d differs from the bucket's object %s", ErrDiverged, id, info.Key)
+		}
+		s.durable[id] = true
+	}
+
+	if newestTail.Key != "" {
+		if err := s.compareTail(ctx, newestTail, base, snap.Segments); err != nil {
+			return err
+		}
+	}
+
+	// The verdict is in: from here on the shard directory and the bucket
+	// may change.
+	for _, key := range damagedSegs {
+		// The uploader's first pass puts it again (and, should this delete
+		// fail, finds it damaged on its own read-back and deletes it then).
+		s.log.Error("a segment of this shard reads back damaged from the bucket; deleting it to upload again", "key", key)
+		if err := s.b.Delete(ctx, key); err != nil {
+			s.log.Warn("deleting the damaged segment failed; the uploader retries", "key", key, "err", err)
+		}
+	}
+	if wmDamaged {
+		if lowRetained == 0 {
+			// Nothing retained above the local base: the bucket held
+			// through the cursor object's shipped_through, and reclaimed it.
+			lowRetained = cur.ShippedThrough + 1
+		}
+		seq, seg := repairTarget(snap, lowRetained)
+		s.log.Error("the reclaim watermark is damaged; rewriting it", "seq", seq, "segment", seg,
+			"local_reclaimed_seq", snap.ReclaimedSeq, "lowest_retained_seq", lowRetained)
+		if wm, err = watermark.Repair(ctx, s.b, s.shard, seq, seg); err != nil {
+			return fmt.Errorf("repair the reclaim watermark: %w", err)
+		}
+		if wm.Segment > snap.ReclaimedSeg {
+			if err := adoptable(snap, wm); err != nil {
+				return err
+			}
+		}
+	}
+	if wm.Segment > snap.ReclaimedSeg {
+		res, err := s.store.Reclaim(wm.Segment)
+		if err != nil {
+			return fmt.Errorf("adopt the bucket's watermark (segment %d, sequence %d): %w", wm.Segment, wm.Seq, err)
+		}
+		if res.ThroughSeq != wm.Seq {
+			return fmt.Errorf("%w: the bucket's watermark ends segment %d at sequence %d, the local store at %d", ErrDiverged, wm.Segment, wm.Seq, res.ThroughSeq)
+		}
+		if snap, err = s.store.Snapshot(); err != nil {
+			return err
+		}
+	}
+
+	// A store reclaimed locally beyond the bucket's watermark commits the
+	// watermark before anything above it is uploaded, so a restore never
+	// looks for reclaimed events.
+	if snap.ReclaimedSeg > wm.Segment {
+		if !s.b.CanCAS() {
+			return usagef("the local store was reclaimed through segment %d, and this bucket cannot hold a reclaim watermark safely (no compare-and-swap)", snap.ReclaimedSeg)
+		}
+		if wm, err = watermark.Advance(ctx, s.b, s.shard, snap.ReclaimedSeq, snap.ReclaimedSeg); err != nil {
+			return fmt.Errorf("commit the local reclaim base as the watermark: %w", err)
+		}
+	}
+	s.wm = wm
+
+	var ranges []tailbatch.SegRange
+	for _, seg := range snap.Segments {
+		if s.durable[seg.ID] {
+			ranges = append(ranges, tailbatch.SegRange{FirstSeq: seg.FirstSeq, LastSeq: seg.LastSeq})
+		}
+	}
+	tv, err := bucketview.Read(ctx, s.b, s.shard, bucketview.Options{Parts: bucketview.Tails})
+	if err != nil {
+		return err
+	}
+	shipped := tailbatch.CursorFrom(s.shard, snap.ReclaimedSeq, ranges, tv.TailObjects)
+	s.repl = tailbatch.New(s.shard, shipped, tailbatch.Options{Disabled: !s.tailOn})
+	if curDamaged {
+		c, err := s.repl.SyncCursor(ctx, s.b, snap.Consumers)
+		if err != nil {
+			return fmt.Errorf("rebuild the damaged cursor object: %w", err)
+		}
+		s.log.Error("the cursor object was damaged; rebuilt from the owner's state", "key", blobtier.CursorKey(s.shard),
+			"shipped_through", c.ShippedThrough, "consumers", len(c.Consumers))
+		s.mu.Lock()
+		s.lastConsumers = snap.Consumers
+		s.mu.Unlock()
+	}
+	s.rec.BucketTip = bucketTip
+	s.rec.ShippedThrough = shipped
+	s.rec.DurableSegments = len(s.durable)
+	s.rec.Watermark = wm.Seq
+	if shipped < snap.Tip {
+		s.unshippedSince.Store(s.o.Now().UnixNano())
+	}
+	return nil
+}
+
+// verifiedBefore reports whether a running uploader read segment seg's
+// object back intact before, so Open need not download it again: the
+// cursor object's shipped_through (shipped) reaches past it, and no tail
+// object overlapping it is left (tails are the ones above the base). The
+// shipped position moves over a segment only by a tail object, which tail
+// cleanup deletes only once a segment read back intact covers it, or by
+// the segment itself once it was read back intact; so a segment whose
+// read-back never succeeded is either above shipped or still overlapped by
+// its tail objects, and is read back at start.
+func verifiedBefore(seg localseg.SegmentInfo, shipped uint64, tails []blobtier.Key) bool {
+	if seg.LastSeq > shipped {
+		return false
+	}
+	for _, k := range tails {
+		if k.FirstSeq <= seg.LastSeq && k.LastSeq >= seg.FirstSeq {
+			return false
+		}
+	}
+	return true
+}
+
+// adoptable checks, without changing anything, that the local store can
+// adopt the bucket's watermark wm (above its own reclaim base): segment
+// wm.Segment is a sealed local segment whose last event is wm.Seq.
+func adoptable(snap localseg.Snapshot, wm watermark.Mark) error {
+	if wm.Seq > snap.Tip {
+		return fmt.Errorf("%w: the bucket's watermark reclaimed through sequence %d (segment %d), the local store holds through %d", ErrStaleDisk, wm.Seq, wm.Segment, snap.Tip)
+	}
+	for i, seg := range snap.Segments {
+		if seg.ID != wm.Segment {
+			continue
+		}
+		if i == len(snap.Segments)-1 || !seg.Sealed {
+			return fmt.Errorf("%w: the bucket's watermark reclaimed through segment %d, the local store's active segment", ErrDiverged, wm.Segment)
+		}
+		if seg.LastSeq != wm.Seq {
+			return fmt.Errorf("%w: the bucket's watermark ends segment %d at sequence %d, the local store at %d", ErrDiverged, wm.Segment, wm.Seq, seg.LastSeq)
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: the bucket's watermark reclaimed through segment %d (sequence %d), a segment the local store does not hold", ErrDiverged, wm.Segment, wm.Seq)
+}
+
+// repairTarget is the mark a damaged watermark is rewritten with: the
+// local reclaim base, raised to the last local sealed segment that ends
+// below lowRetained (the lowest sequence the bucket still holds above the
+// base, or one past the cursor object's shipped_through when it holds
+// nothing). Every sequence below lowRetained is gone from the bucket, so
+// the real watermark was at least there: a stale disk's lower base never
+// moves the mark backward.
+func repairTarget(snap localseg.Snapshot, lowRetained uint64) (seq, segment uint64) {
+	seq, segment = snap.ReclaimedSeq, snap.ReclaimedSeg
+	for _, seg := range snap.Segments {
+		if !seg.Sealed || seg.LastSeq >= lowRetained {
+			break
+		}
+		seq, segment = seg.LastSeq, seg.ID
+	}
+	return seq, segment
+}
+
+// matches reports whether the bucket's object holds exactly the local
+// sealed segment's bytes, read back and verified: never the mere presence
+// of the key, nor its metadata alone (a put may have landed damaged bytes
+// under the right metadata, and a failed read-back left it behind). Without
+// readBack (the object was read back intact before: verifiedBefore) the
+// metadata must still name the local bytes. damaged reports an object of our own (its metadata names the local bytes)
+// whose bytes fail verification: it is not durable, and reconcile deletes
+// it so the uploader puts it again.
+func (s *Shipper) matches(ctx context.Context, info blobtier.ObjectInfo, seg localseg.SegmentInfo, readBack bool) (match, damaged bool, err error) {
+	st, err := s.b.Stat(ctx, info.Key)
+	if errors.Is(err, blobtier.ErrCorrupt) {
+		// No valid metadata: not an object this shard's writer made.
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("stat %s: %w", info.Key, err)
+	}
+	data, err := s.store.ReadSegment(seg.ID)
+	if err != nil {
+		return false, false, err
+	}
+	if st.Meta.Length != int64(len(data)) || st.Meta.XXH64 != blobtier.Digest(data) {
+		return false, false, nil
+	}
+	if !readBack {
+		return true, false, nil
+	}
+	got, _, err := s.b.Get(ctx, info.Key)
+	if errors.Is(err, blobtier.ErrCorrupt) {
+		return false, true, nil
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("read back %s: %w", info.Key, err)
+	}
+	return bytes.Equal(got, data), false, nil
+}
+
+// compareTail checks that the newest tail object the local store also
+// covers holds the same events as the local log (above base, which the
+// watermark reclaims). It reads the local segments that hold the object's
+// events — a tail object lies within one segment — and never the store's
+// read index, so Open stays O(1) in the log's length.
+func (s *Shipper) compareTail(ctx context.Context, info blobtier.ObjectInfo, base uint64, segs []localseg.SegmentInfo) error {
+	data, _, err := s.b.Get(ctx, info.Key)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", info.Key, err)
+	}
+	var (
+		loaded localseg.SegmentInfo // the segment whose events are in local
+		local  map[uint64]localseg.Frame
+	)
+	for f, err := range localseg.Frames(data) {
+		if err != nil {
+			return fmt.Errorf("%w: tail object %s: %v", ErrDiverged, info.Key, err)
+		}
+		if f.Kind != localseg.KindEvent || f.Seq <= base {
+			continue
+		}
+		if local == nil || f.Seq < loaded.FirstSeq || f.Seq > loaded.LastSeq {
+			seg, ok := segmentHolding(segs, f.Seq)
+			if !ok {
+				return fmt.Errorf("%w: sequence %d of tail object %s is not in the local store", ErrDiverged, f.Seq, info.Key)
+			}
+			if local, err = s.segmentEvents(seg, info.Parsed.FirstSeq, info.Parsed.LastSeq); err != nil {
+				return err
+			}
+			loaded = seg
+		}
+		rec, ok := local[f.Seq]
+		if !ok {
+			return fmt.Errorf("%w: sequence %d of tail object %s is not in local segment %d", ErrDiverged, f.Seq, info.Key, loaded.ID)
+		}
+		if rec.ExecutionID != f.ExecutionID || rec.TransactionID != f.TransactionID || rec.Payload != f.Payload {
+			return fmt.Errorf("%w: sequence %d differs between the local store and tail object %s", ErrDiverged, f.Seq, info.Key)
+		}
+	}
+	return nil
+}
+
+// segmentHolding returns the local segment whose events include seq.
+func segmentHolding(segs []localseg.SegmentInfo, seq uint64) (localseg.SegmentInfo, bool) {
+	i := sort.Search(len(segs), func(i int) bool { return segs[i].LastSeq >= seq })
+	if i == len(segs) || segs[i].Events == 0 || segs[i].FirstSeq > seq {
+		return localseg.SegmentInfo{}, false
+	}
+	return segs[i], true
+}
+
+// segmentEvents reads the durable bytes of a local segment and returns its
+// event frames from first through last.
+func (s *Shipper) segmentEvents(seg localseg.SegmentInfo, first, last uint64) (map[uint64]localseg.Frame, error) {
+	data, err := s.store.ReadRange(seg.ID, 0, seg.Size)
+	if err != nil {
+		return nil, fmt.Errorf("read local segment %d: %w", seg.ID, err)
+	}
+	out := map[uint64]localseg.Frame{}
+	for f, err := range localseg.Frames(data) {
+		if err != nil {
+			var ce *localseg.CorruptionError
+			if errors.As(err, &ce) {
+				ce.Segment = seg.ID
+			}
+			return nil, fmt.Errorf("local segment %d: %w", seg.ID, err)
+		}
+		if f.Kind == localseg.KindEvent && f.Seq >= first && f.Seq <= last {
+			out[f.Seq] = f
+		}
+	}
+	return out, nil
+}

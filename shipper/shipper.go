@@ -1,0 +1,276 @@
+// Package shipper moves one shard's log into the bucket and keeps it there:
+// it owns all shipping and GC state (which segments are durable, the
+// shipped position, the watermark as last seen, the second-writer stop)
+// and runs the tick and maintenance loops. It takes a narrow store
+// interface, the bucket, typed metrics and a logger, and returns reports;
+// the root package's Log opens it, routes to it and closes it.
+package shipper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bucketlog/bucketlog/blobtier"
+	"github.com/bucketlog/bucketlog/localseg"
+	"github.com/bucketlog/bucketlog/metrics"
+	"github.com/bucketlog/bucketlog/reclaim"
+	"github.com/bucketlog/bucketlog/tailbatch"
+	"github.com/bucketlog/bucketlog/watermark"
+)
+
+// Shipper moves one shard's log into the bucket: sealed segments (the
+// uploader), the unsealed tail (the tail replicator) and the cursor object;
+// it also runs tail cleanup and GC. Its state comes from the bucket and the
+// local files at start, never from memory alone.
+//
+// Two goroutines drive it: the tick loop (seal by age, tail shipping, the
+// cursor object; kicked early by synchronous appends) and the maintenance
+// loop (uploads on every seal and on retry, tail cleanup, GC). Neither holds
+// a lock that appends take while it talks to the bucket: the store's own
+// lock is taken only inside its brief calls (TailExtent, Snapshot, Seal,
+// Reclaim's local steps).
+type Shipper struct {
+	o      Options
+	log    *slog.Logger
+	m      *metrics.Shard
+	rec    Reconciled
+	b      blobtier.Bucket
+	shard  uint32
+	store  Store
+	repl   *tailbatch.Replicator
+	tailOn bool
+	sealed <-chan struct{}
+	kick   chan struct{}
+	// cleanupKick asks the maintenance loop for a tail cleanup: a tail
+	// object landed that a durable segment already covers.
+	cleanupKick chan struct{}
+
+	// maint serialises uploads, cleanup and GC (the maintenance loop, Close
+	// and one-shot commands).
+	maint sync.Mutex
+
+	mu             sync.Mutex
+	durable        map[uint64]bool // sealed segment id → its object matches the local bytes
+	wm             watermark.Mark  // the bucket's reclaim watermark as last read or written
+	stopErr        error           // a second writer: shipping, GC and cleanup stopped
+	uploadErr      error           // the latest segment upload failure (nil after a success)
+	tailErr        error           // the latest tail or cursor shipment failure (nil after a success)
+	cleanedThrough uint64          // contiguous durable seq at the last complete cleanup
+	cleanupDirty   bool            // the last cleanup left something to retry
+	sweptClean     bool            // the last GC pass swept or deleted everything it covered
+	byKeyPasses    int             // periodic passes that deleted by key since the last sweep
+	// pendingTails are the tail objects this process committed and no
+	// cleanup has deleted yet (key → last sequence, misses): an object a
+	// cleanup pass did not see (it landed, or became listable, after the
+	// listing) keeps cleanup due for a few more passes.
+	pendingTails  map[string]*pendingTail
+	uploadBackoff time.Duration
+	lastConsumers map[string]uint64
+	shippedCh     chan struct{} // closed and replaced whenever the shipped position moves
+	closing       bool          // Close released the synchronous waiters: none waits any more
+
+	// cursorMu serialises syncCursor (the consumers snapshot and the cursor
+	// object write): the tick loop, Close's last shipment, a one-shot Ship
+	// and a synchronous append's own passes may overlap, and a later write
+	// must never carry an older snapshot.
+	cursorMu sync.Mutex
+
+	unshippedSince atomic.Int64 // unix nanos of the oldest append not yet shipped (0: none)
+	waiters        atomic.Int32
+	background     bool // the tick loop runs (else synchronous appends ship themselves)
+}
+
+// New checks the bucket against the local store (reconcile) and returns a
+// shipper ready to start. The bucket must be checked before anything ships
+// or the shard is ready: a transient failure is retried, with backoff, for
+// up to StartupTimeout; a stale or diverged disk is refused at once.
+func New(ctx context.Context, store Store, b blobtier.Bucket, o Options) (*Shipper, error) {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.NoteErr == nil {
+		o.NoteErr = func(error) {}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Metrics == nil {
+		m, err := metrics.New(nil, int(o.Shard))
+		if err != nil {
+			return nil, err
+		}
+		o.Metrics = m
+	}
+	s := &Shipper{
+		o: o, log: o.Logger, m: o.Metrics,
+		b: b, shard: o.Shard, store: store,
+		tailOn:       o.TailReplication,
+		sealed:       o.Sealed,
+		kick:         make(chan struct{}, 1),
+		cleanupKick:  make(chan struct{}, 1),
+		durable:      map[uint64]bool{},
+		pendingTails: map[string]*pendingTail{},
+		shippedCh:    make(chan struct{}),
+	}
+	deadline := time.Now().Add(o.StartupTimeout)
+	backoff := 100 * time.Millisecond
+	for {
+		err := s.reconcile(ctx)
+		if err == nil {
+			return s, nil
+		}
+		if !transientStartup(err) || time.Now().Add(backoff).After(deadline) {
+			return nil, err
+		}
+		s.log.Warn("the bucket could not be checked at start; retrying", "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (gave up: %v)", err, ctx.Err())
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// transientStartup reports whether a start-up check failure may pass on
+// retry (the bucket unreachable or failing), as opposed to a verdict about
+// the data (stale, diverged, corrupt, a second writer, bad configuration).
+func transientStartup(err error) bool {
+	for _, permanent := range []error{ErrStaleDisk, ErrDiverged, ErrUsage, ErrSecondWriter,
+		localseg.ErrCorrupt, localseg.ErrPoisoned, localseg.ErrInvalidState,
+		blobtier.ErrCorrupt, blobtier.ErrConflict, blobtier.ErrUnsupported} {
+		if errors.Is(err, permanent) {
+			return false
+		}
+	}
+	return true
+}
+
+// Store is what the shipper needs from the shard's local store.
+// *localseg.Store implements it.
+type Store interface {
+	Snapshot() (localseg.Snapshot, error)
+	Tip() uint64
+	ReadSegment(id uint64) ([]byte, error)
+	ReadRange(segment uint64, off, n int64) ([]byte, error)
+	TailExtent(afterSeq uint64, maxBytes int64) (localseg.Extent, bool, error)
+	Reclaim(throughSegment uint64) (localseg.ReclaimResult, error)
+	Seal() (bool, error)
+	SealIfDue() (bool, error)
+}
+
+var _ Store = (*localseg.Store)(nil)
+
+// Options configure a Shipper.
+type Options struct {
+	Shard              uint32
+	TailReplication    bool // ship the unsealed tail (else segments only)
+	DisableTailCleanup bool
+	TailInterval       time.Duration // the tick of seal-by-age and tail shipping
+	SyncWait           time.Duration // how long a synchronous append waits
+	StartupTimeout     time.Duration // how long New retries a failing bucket
+	UploadRetryMax     time.Duration // the longest pause between upload retries
+	// Policy is the periodic GC policy; GCInterval > 0 with Policy.Enabled
+	// runs it from the maintenance loop.
+	Policy     reclaim.Policy
+	GCInterval time.Duration
+	// Sealed wakes the uploader (the store's seal hook: SealSignal).
+	Sealed  SealSignal
+	Now     func() time.Time
+	Logger  *slog.Logger
+	Metrics *metrics.Shard
+	// NoteErr is told of every local store error (poison detection).
+	NoteErr func(error)
+}
+
+// SealSignal is the store's seal hook: Sealed wakes the uploader without
+// blocking the store.
+type SealSignal chan struct{}
+
+// NewSealSignal returns a seal hook for one shipper.
+func NewSealSignal() SealSignal { return make(SealSignal, 1) }
+
+// Sealed records that a segment was sealed.
+func (c SealSignal) Sealed(localseg.SegmentInfo) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// Reconciled is what the start-up check found (the root copies it into its
+// OpenReport).
+type Reconciled struct {
+	BucketTip       uint64
+	ShippedThrough  uint64
+	DurableSegments int
+	Watermark       uint64
+}
+
+// Errors of the shipper; the root package re-exports them.
+var (
+	// ErrUsage: a bad option, or a bucket unfit for what the store needs.
+	ErrUsage = errors.New("bucketlog: usage")
+	// ErrNotInBucket: synchronous mode only. The append is durable on the
+	// local disk and keeps its sequence; the bucket did not confirm it
+	// within the bounded wait. It ships later. Retrying it as a new append
+	// would duplicate it.
+	ErrNotInBucket = errors.New("bucketlog: durable locally, not yet in the bucket")
+	// ErrStaleDisk: the local store is behind what the bucket holds.
+	ErrStaleDisk = errors.New("bucketlog: local disk is behind the bucket")
+	// ErrDiverged: the local store and the bucket disagree on a sequence
+	// both hold.
+	ErrDiverged = errors.New("bucketlog: local disk and bucket disagree")
+	// ErrSecondWriter: a different object already sits under one of this
+	// shard's write-once keys; shipping, GC and cleanup stopped.
+	ErrSecondWriter = errors.New("bucketlog: second writer detected on this shard")
+)
+
+func usagef(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrUsage}, args...)...)
+}
+
+// Reconciled returns what the start-up check found.
+func (s *Shipper) Reconciled() Reconciled { return s.rec }
+
+// ShippedThrough is the highest sequence the bucket holds contiguously as
+// far as this shipper knows.
+func (s *Shipper) ShippedThrough() uint64 { return s.repl.ShippedThrough() }
+
+func (s *Shipper) noteErr(err error) {
+	if err != nil {
+		s.o.NoteErr(err)
+	}
+}
+
+// Start runs the tick and maintenance loops until ctx ends (wg tracks
+// them). Without it, synchronous appends ship the tail themselves.
+func (s *Shipper) Start(ctx context.Context, wg *sync.WaitGroup) { s.start(ctx, wg) }
+
+// Health is nil while the shard ships, else why not.
+func (s *Shipper) Health() error { return s.health() }
+
+// Stopped is the second-writer stop (nil while the shard ships).
+func (s *Shipper) Stopped() error { return s.stopped() }
+
+// IsDurable reports whether sealed segment id's object matches the local
+// bytes.
+func (s *Shipper) IsDurable(id uint64) bool { return s.isDurable(id) }
+
+// NoteAppended records that an append is not yet shipped.
+func (s *Shipper) NoteAppended() { s.noteAppended() }
+
+// WaitShipped blocks a synchronous append until the bucket holds seq, or
+// returns ErrNotInBucket after SyncWait.
+func (s *Shipper) WaitShipped(ctx context.Context, seq uint64) error { return s.waitShipped(ctx, seq) }
+
+// Final is Close's last shipment, bounded by ctx.
+func (s *Shipper) Final(ctx context.Context) error { return s.final(ctx) }
+
+// StopWaiters releases every synchronous appender (Close).
+func (s *Shipper) StopWaiters() { s.stopWaiters() }

@@ -1,0 +1,227 @@
+package shipper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"time"
+
+	"github.com/bucketlog/bucketlog/blobtier"
+	"github.com/bucketlog/bucketlog/tailbatch"
+)
+
+func (s *Shipper) shipTail(ctx context.Context) error {
+	if err := s.stopped(); err != nil {
+		return err
+	}
+	before := s.repl.ShippedThrough()
+	var failure error
+	var committedMax uint64
+	if s.tailOn {
+		batches, err := s.repl.Prepare(s.store)
+		if errors.Is(err, tailbatch.ErrBadExtent) {
+			// The shipped position may sit below the reclaim base: GC
+			// reclaims only segments durable in the bucket, so everything
+			// through the contiguous durable watermark is there. Move up to
+			// it and prepare again, rather than fail every pass.
+			if seq, _ := s.contiguous(); seq > s.repl.ShippedThrough() {
+				s.repl.Advance(seq)
+				batches, err = s.repl.Prepare(s.store)
+			}
+		}
+		if err != nil {
+			failure = err
+		}
+		for _, bt := range batches {
+			if err := tailbatch.Upload(ctx, s.b, s.store, bt); err != nil {
+				s.repl.Fail(bt, err)
+				s.m.TailReplicationFailed.Inc()
+				if errors.Is(err, blobtier.ErrConflict) {
+					return s.secondWriter(bt.Key, err)
+				}
+				failure = err
+				break
+			}
+			if err := s.repl.Commit(bt); err != nil {
+				failure = err
+				break
+			}
+			s.mu.Lock()
+			s.pendingTails[bt.Key] = &pendingTail{last: bt.LastSeq}
+			s.mu.Unlock()
+			committedMax = bt.LastSeq
+			s.m.TailBatches.Inc()
+			s.m.TailRecords.Add(float64(bt.Records()))
+			s.m.TailBytes.Add(float64(bt.Len()))
+		}
+	}
+	if s.repl.ShippedThrough() > before {
+		s.notifyShipped()
+	}
+	if committedMax > 0 {
+		// A tail object whose events a durable segment already covers (its
+		// put raced the upload) is superseded on arrival: ask for a cleanup,
+		// or it would wait for the next segment to become durable.
+		if seq, _ := s.contiguous(); committedMax <= seq {
+			select {
+			case s.cleanupKick <- struct{}{}:
+			default:
+			}
+		}
+	}
+	if failure == nil {
+		failure = s.syncCursor(ctx)
+	}
+	s.noteTail(failure)
+	return failure
+}
+
+// syncCursor writes the cursor object when the shipped position or the
+// consumers changed since the last write.
+func (s *Shipper) syncCursor(ctx context.Context) error {
+	s.cursorMu.Lock()
+	defer s.cursorMu.Unlock()
+	// The shipped position is read before the consumers snapshot, so the
+	// snapshot is never older than the frames the object vouches for.
+	through := s.repl.ShippedThrough()
+	snap, err := s.store.Snapshot()
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	changed := !maps.Equal(s.lastConsumers, snap.Consumers)
+	s.mu.Unlock()
+	if !s.repl.CursorDue() && !changed {
+		return nil
+	}
+	c, err := s.repl.SyncCursorThrough(ctx, s.b, through, snap.Consumers)
+	if err != nil {
+		return fmt.Errorf("write the cursor object: %w", err)
+	}
+	if c.Repaired {
+		s.log.Error("the cursor object was damaged; rewritten with the owner's state", "key", blobtier.CursorKey(s.shard), "shipped_through", c.ShippedThrough)
+	}
+	s.mu.Lock()
+	s.lastConsumers = snap.Consumers
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Shipper) noteAppended() {
+	s.unshippedSince.CompareAndSwap(0, s.o.Now().UnixNano())
+}
+
+// waitShipped blocks a synchronous append until the bucket holds seq, or
+// returns ErrNotInBucket after SyncWait (the event stays durable locally and
+// ships later).
+func (s *Shipper) waitShipped(ctx context.Context, seq uint64) error {
+	if !s.tailOn {
+		return fmt.Errorf("%w: synchronous mode needs tail replication", ErrUsage)
+	}
+	s.waiters.Add(1)
+	defer s.waiters.Add(-1)
+	timer := time.NewTimer(s.o.SyncWait)
+	defer timer.Stop()
+	if !s.background {
+		return s.shipUntil(ctx, seq, timer.C)
+	}
+	for {
+		s.mu.Lock()
+		ch, stop, closing := s.shippedCh, s.stopErr, s.closing
+		s.mu.Unlock()
+		if s.repl.ShippedThrough() >= seq {
+			return nil
+		}
+		if stop != nil {
+			return fmt.Errorf("%w (sequence %d): %v", ErrNotInBucket, seq, stop)
+		}
+		if closing {
+			return errClosedWaiting(seq)
+		}
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			return fmt.Errorf("%w: sequence %d was not confirmed within %s", ErrNotInBucket, seq, s.o.SyncWait)
+		case <-ctx.Done():
+			return fmt.Errorf("%w: sequence %d: %v", ErrNotInBucket, seq, ctx.Err())
+		}
+	}
+}
+
+// shipUntil ships the tail itself, retrying with backoff, until the bucket
+// holds seq or the wait ends: a synchronous append on a log opened without
+// background work (one-shot commands).
+func (s *Shipper) shipUntil(ctx context.Context, seq uint64, deadline <-chan time.Time) error {
+	backoff := 20 * time.Millisecond
+	for {
+		s.mu.Lock()
+		ch, closing := s.shippedCh, s.closing
+		s.mu.Unlock()
+		if closing {
+			return errClosedWaiting(seq)
+		}
+		err := s.shipTail(ctx)
+		if s.repl.ShippedThrough() >= seq {
+			return nil
+		}
+		if stop := s.stopped(); stop != nil {
+			return fmt.Errorf("%w (sequence %d): %v", ErrNotInBucket, seq, stop)
+		}
+		select {
+		case <-ch: // shipped moved, or Close released the waiters
+		case <-deadline:
+			return fmt.Errorf("%w: sequence %d was not confirmed within %s: %v", ErrNotInBucket, seq, s.o.SyncWait, err)
+		case <-ctx.Done():
+			return fmt.Errorf("%w: sequence %d: %v", ErrNotInBucket, seq, ctx.Err())
+		case <-time.After(backoff + rand.N(backoff)):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// stopWaiters releases every synchronous appender at Close, after its last
+// shipment: each returns at once (ErrNotInBucket unless the bucket already
+// holds its event), and one that starts waiting later does not wait.
+func (s *Shipper) stopWaiters() {
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+	s.notifyShipped()
+}
+
+func errClosedWaiting(seq uint64) error {
+	return fmt.Errorf("%w: sequence %d: the log was closed before the bucket confirmed it", ErrNotInBucket, seq)
+}
+
+// final is Close's last shipment: sealed segments, the tail and the cursor
+// object, bounded by ctx.
+func (s *Shipper) final(ctx context.Context) error {
+	if s.stopped() != nil {
+		return nil
+	}
+	s.maint.Lock()
+	_, uerr := s.uploadSealed(ctx)
+	s.maint.Unlock()
+	terr := s.shipTail(ctx)
+	return errors.Join(uerr, terr)
+}
+
+func (s *Shipper) updateGauges() {
+	m := s.m
+	snap, err := s.store.Snapshot()
+	if err != nil {
+		return
+	}
+	now := s.o.Now()
+	if n := len(snap.Segments); n > 0 && snap.Segments[n-1].Size > 0 && !snap.ActiveOpenedAt.IsZero() {
+		m.OldestUnsealedAge.Set(now.Sub(snap.ActiveOpenedAt).Seconds())
+	} else {
+		m.OldestUnsealedAge.Set(0)
+	}
+}

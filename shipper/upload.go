@@ -1,0 +1,197 @@
+package shipper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/bucketlog/bucketlog/blobtier"
+	"github.com/bucketlog/bucketlog/localseg"
+	"github.com/bucketlog/bucketlog/reclaim"
+	"github.com/bucketlog/bucketlog/watermark"
+)
+
+type UploadReport struct {
+	Uploaded int   `json:"segments_uploaded"`
+	Bytes    int64 `json:"bytes_uploaded"`
+	Pending  int   `json:"segments_pending"`
+}
+
+// uploadSealed uploads the sealed segments the bucket lacks, in id order,
+// each checked frame by frame first (the bucket must never receive local
+// bit-rot under a fresh, valid digest). It stops at the first failure so
+// ids stay in order.
+func (s *Shipper) uploadSealed(ctx context.Context) (UploadReport, error) {
+	var rep UploadReport
+	snap, err := s.store.Snapshot()
+	if err != nil {
+		return rep, err
+	}
+	var todo []localseg.SegmentInfo
+	for _, seg := range snap.Segments {
+		if seg.Sealed && seg.ID > snap.ReclaimedSeg && !s.isDurable(seg.ID) {
+			todo = append(todo, seg)
+		}
+	}
+	rep.Pending = len(todo)
+	for _, seg := range todo {
+		if err := s.stopped(); err != nil {
+			return rep, err
+		}
+		data, err := s.store.ReadSegment(seg.ID)
+		if err != nil {
+			return rep, err
+		}
+		first := seg.FirstSeq
+		if seg.Events == 0 {
+			first = 0
+		}
+		if _, err := localseg.VerifySegment(seg.ID, data, first); err != nil {
+			err = fmt.Errorf("segment %d fails verification before upload; not uploaded: %w", seg.ID, err)
+			s.log.Error("refusing to upload a corrupt segment", "segment", seg.ID, "err", err)
+			s.noteUpload(err)
+			return rep, err
+		}
+		key := blobtier.SegmentKey(s.shard, seg.ID)
+		err = s.b.PutIfAbsent(ctx, key, data, 0)
+		if errors.Is(err, blobtier.ErrConflict) {
+			return rep, s.secondWriter(key, err)
+		}
+		if err != nil {
+			s.noteUpload(err)
+			return rep, fmt.Errorf("upload segment %d: %w", seg.ID, err)
+		}
+		// Durable only once the bucket is seen to hold exactly these bytes:
+		// the put's success alone does not prove it (a write corrupted on
+		// the way, or a server that ignored the checksum).
+		if _, _, err := s.b.Get(ctx, key); err != nil {
+			if errors.Is(err, blobtier.ErrCorrupt) {
+				// Our own object (its metadata is ours) holds other bytes:
+				// remove it so the next pass uploads it again.
+				s.log.Error("uploaded segment reads back damaged; deleting it to upload again", "key", key, "err", err)
+				if derr := s.b.Delete(ctx, key); derr != nil {
+					err = errors.Join(err, derr)
+				}
+			}
+			s.noteUpload(err)
+			return rep, fmt.Errorf("verify uploaded segment %d: %w", seg.ID, err)
+		}
+		s.noteUpload(nil)
+		s.mu.Lock()
+		s.durable[seg.ID] = true
+		s.mu.Unlock()
+		// Move the shipped position now, not after the loop: a later
+		// segment may fail, and GC may then reclaim these, which the tail
+		// must not be left below.
+		if seq, _ := s.contiguous(); seq > 0 {
+			s.advance(seq)
+		}
+		s.m.SegmentsUploaded.Inc()
+		rep.Uploaded++
+		rep.Pending--
+		rep.Bytes += int64(len(data))
+	}
+	// Durable segments cover their events: the tail need not ship them.
+	if seq, _ := s.contiguous(); seq > 0 {
+		s.advance(seq)
+	}
+	return rep, nil
+}
+
+// contiguous is the contiguous durable watermark of the shard: the reclaim
+// base extended over sealed segments while each is durable.
+func (s *Shipper) contiguous() (seq, seg uint64) {
+	snap, err := s.store.Snapshot()
+	if err != nil {
+		return 0, 0
+	}
+	seq, seg = watermark.Contiguous(snap.Segments, s.isDurable)
+	if seq < snap.ReclaimedSeq {
+		seq, seg = snap.ReclaimedSeq, snap.ReclaimedSeg
+	}
+	return seq, seg
+}
+
+// advance moves the shipped position and wakes synchronous appenders.
+func (s *Shipper) advance(seq uint64) {
+	before := s.repl.ShippedThrough()
+	s.repl.Advance(seq)
+	if s.repl.ShippedThrough() > before {
+		s.notifyShipped()
+	}
+}
+
+func (s *Shipper) notifyShipped() {
+	s.mu.Lock()
+	close(s.shippedCh)
+	s.shippedCh = make(chan struct{})
+	s.mu.Unlock()
+	if s.repl.ShippedThrough() >= s.store.Tip() {
+		s.unshippedSince.Store(0)
+	}
+}
+
+type pendingTail struct {
+	last   uint64
+	misses int
+}
+
+// maxCleanupMisses bounds how often a cleanup looks again for a superseded
+// tail object it did not see (a GC pass may have deleted it meanwhile).
+const maxCleanupMisses = 3
+
+// cleanupLocked deletes tail objects a durable segment covers. It runs only
+// when the contiguous durable watermark moved, the last pass left work, or
+// a tail object this process committed is superseded and not yet deleted,
+// so an idle shard issues no request.
+func (s *Shipper) cleanupLocked(ctx context.Context) error {
+	seq, _ := s.contiguous()
+	s.mu.Lock()
+	due := seq > s.cleanedThrough || s.cleanupDirty
+	for _, p := range s.pendingTails {
+		due = due || p.last <= seq
+	}
+	s.mu.Unlock()
+	if !due {
+		return nil
+	}
+	res, err := reclaim.CleanupTail(ctx, s.b, s.shard, seq)
+	m := s.m
+	m.TailObjectsReclaimed.Add(float64(res.Reclaimed))
+	m.TailReclaimBytes.Add(float64(res.Bytes))
+	m.TailReclaimFailed.Add(float64(res.Failed))
+	m.TailObjectsRetained.Set(float64(res.Retained))
+	m.TailObjectsUnparsed.Set(float64(res.Unparsed))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil || res.Failed > 0 {
+		// Cleanup failing leaves objects behind, not events unshipped: it
+		// is logged and retried, and does not make the shard unready.
+		s.cleanupDirty = true
+		if err == nil {
+			err = fmt.Errorf("tail cleanup: %d deletes failed: %v", res.Failed, res.Errors)
+		}
+		s.log.Warn("tail cleanup incomplete; retrying later", "err", err)
+		return err
+	}
+	for _, k := range res.Deleted {
+		delete(s.pendingTails, k)
+	}
+	s.cleanupDirty = false
+	for k, p := range s.pendingTails {
+		if p.last > seq {
+			continue
+		}
+		if p.misses++; p.misses >= maxCleanupMisses {
+			delete(s.pendingTails, k)
+			continue
+		}
+		s.cleanupDirty = true
+	}
+	s.cleanedThrough = seq
+	return nil
+}
+
+// shipTail ships the durable tail (Prepare under the store's brief lock →
+// Upload with no lock → Commit), then the cursor object when the shipped
+// position or a consumer moved.
