@@ -3,6 +3,7 @@ package bucketlog
 import (
 	"github.com/bucketlog/bucketlog/affinity"
 	"github.com/bucketlog/bucketlog/localseg"
+	"github.com/bucketlog/bucketlog/metrics"
 )
 
 // Pages bounded by bytes, for answers that must not grow with the count a
@@ -19,7 +20,7 @@ func (l *Log) ScanBytes(after uint64, limit int, maxBytes int64) (p localseg.Pag
 		return localseg.Page{}, false, err
 	}
 	p, cut, err = l.store.ScanBytes(after, limit, maxBytes)
-	l.m.op("scan", err)
+	l.m.Op(metrics.OpScan, outcome(err))
 	return p, cut, err
 }
 
@@ -35,7 +36,7 @@ func (l *Log) ReadExecutionBytes(executionID string, after uint64, limit int, ma
 		return res, false, err
 	}
 	p, cut, err := l.store.ReadExecutionBytes(executionID, after, limit, maxBytes)
-	l.m.op("read", err)
+	l.m.Op(metrics.OpRead, outcome(err))
 	if err != nil {
 		return ReadResult{}, false, err
 	}
@@ -55,7 +56,7 @@ func (l *Log) PullBytes(consumer string, limit int, maxBytes int64) (res localse
 		res.Records = p.Records
 	}
 	l.noteErr(err)
-	l.m.op("pull", err)
+	l.m.Op(metrics.OpPull, outcome(err))
 	if err != nil {
 		return localseg.PullResult{}, false, err
 	}
