@@ -15,6 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"gocloud.dev/blob"
+
+	"github.com/bucketlog/bucketlog/blobtier/memcas"
 )
 
 // casMode is how a bucket does compare-and-swap, found at New time from the
@@ -25,6 +27,7 @@ const (
 	casNone casMode = iota // memblob, fileblob, anything unknown
 	casS3                  // If-Match on the ETag
 	casGCS                 // ifGenerationMatch on the generation
+	casMem                 // memcas's Cond on the ETag (tests, the simulation)
 )
 
 func (m casMode) String() string {
@@ -33,6 +36,8 @@ func (m casMode) String() string {
 		return "s3"
 	case casGCS:
 		return "gcs"
+	case casMem:
+		return "memcas"
 	}
 	return "none"
 }
@@ -58,8 +63,8 @@ var _ Bucket = (*bucket)(nil)
 
 // New wraps an opened *blob.Bucket. The Bucket takes ownership: its Close
 // closes b. Compare-and-swap is enabled when b is backed by an S3 or GCS
-// client (found through b.As), so a driver that wraps one of them and
-// forwards As (faultbucket does) keeps it. A nil b gives a Bucket whose
+// client, or by the test driver memcas (found through b.As), so a driver
+// that wraps one of them and forwards As (faultbucket does) keeps it. A nil b gives a Bucket whose
 // every call fails.
 func New(b *blob.Bucket, opts Options) Bucket {
 	return newBucket(b, opts, nil)
@@ -75,11 +80,14 @@ func newBucket(b *blob.Bucket, opts Options, release func() error) *bucket {
 	}
 	var s3c *s3.Client
 	var gcs *storage.Client
+	var mc *memcas.Bucket
 	switch {
 	case b.As(&s3c):
 		t.cas = casS3
 	case b.As(&gcs):
 		t.cas = casGCS
+	case b.As(&mc):
+		t.cas = casMem
 	}
 	return t
 }
@@ -252,6 +260,16 @@ func (t *bucket) casHook(expect Version) (func(func(any) bool) error, error) {
 				return errNoHook
 			}
 			*h = (*h).If(storage.Conditions{GenerationMatch: gen})
+			return nil
+		}, nil
+	case casMem:
+		etag := string(expect)
+		return func(as func(any) bool) error {
+			var c *memcas.Cond
+			if !as(&c) {
+				return errNoHook
+			}
+			c.IfMatch = etag
 			return nil
 		}, nil
 	}
