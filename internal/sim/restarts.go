@@ -49,14 +49,15 @@ func (r *run) adopt(ctx context.Context, why string) *violation {
 	if err != nil {
 		return fail("read", "read the log after %s: %v", why, err)
 	}
-	if v := r.m.checkRestore(got, true); v != nil {
-		if v.check == "deleted-consumer" && r.known[6] {
-			return nil
-		}
+	if v := r.m.checkRestore(got, true); v != nil && !(v.check == "deleted-consumer" && r.known[6]) {
 		v.check = "adopt-" + v.check
 		return v
 	}
+	r.logf("  adopted: base %d tip %d", got.base, got.tip)
 	r.m.newDisk(got)
+	if r.known[6] {
+		clear(r.m.deleted) // finding 6: deleted consumers may come back
+	}
 	return nil
 }
 
