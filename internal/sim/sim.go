@@ -100,6 +100,7 @@ type run struct {
 	pulled  map[string]uint64
 	undeliv map[string]bool   // deleted consumers not yet covered by a whole Ship pass
 	damaged map[string]string // key → the damaged bytes left at rest
+	ruleKey map[int]string    // faultbucket rule id → its key pattern
 }
 
 func (r *run) logf(format string, args ...any) {
@@ -112,7 +113,7 @@ func (r *run) logf(format string, args ...any) {
 func Run(seed uint64, cfg Config, stats *Stats) Result {
 	rng := rand.New(rand.NewPCG(seed, seed*0x9e3779b97f4a7c15+1))
 	r := &run{cfg: cfg, seed: seed, rng: rng, m: newModel(), known: cfg.Known, stats: stats,
-		pulled: map[string]uint64{}, undeliv: map[string]bool{}, damaged: map[string]string{}}
+		pulled: map[string]uint64{}, undeliv: map[string]bool{}, damaged: map[string]string{}, ruleKey: map[int]string{}}
 	if r.known == nil {
 		r.known = map[int]bool{}
 	}

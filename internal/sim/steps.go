@@ -154,9 +154,20 @@ func (r *run) opShip(ctx context.Context, seal bool) *violation {
 		d = 0
 	}
 	r.w.advance(d)
+	segOnly := !r.w.inj.armedNow()
+	for id := range r.w.rules {
+		segOnly = segOnly && r.ruleKey[id] == "noetl.ehdb.seg.*"
+	}
+	tip := r.w.log.Store().Tip()
+	ready, _ := r.w.log.Health()
 	rep, err := r.w.log.Ship(ctx, seal)
 	r.logf("ship seal=%v +%s -> shipped %d tip %d %s", seal, d, rep.ShippedThrough, rep.Tip, errClass(err))
 	r.noteShipped(err)
+	// A segment that cannot upload must not keep the tail from shipping
+	// (finding 4: a partly failed upload pass and a GC stall it).
+	if segOnly && ready && !r.known[4] && r.w.log.ShippedThrough() < tip {
+		return fail("tail-stalled", "with faults only on segment objects, a ship pass left shipped_through at %d below the tip %d", r.w.log.ShippedThrough(), tip)
+	}
 	return nil
 }
 
@@ -208,6 +219,7 @@ func (r *run) opBucketFault() *violation {
 	rule := r.bucketRule()
 	id := r.w.fb.MustAdd(rule)
 	r.w.rules[id] = r.step + 1 + r.rng.IntN(8)
+	r.ruleKey[id] = rule.Key
 	r.stats.Faults["bucket-rule:"+string(rule.Kind)]++
 	r.logf("fault bucket %s %s %s prob=%.1f times=%d", rule.Kind, rule.Op, rule.Key, rule.Prob, rule.Times)
 	return nil
@@ -244,10 +256,13 @@ func (r *run) opDamage() *violation {
 		}
 		key, what = blobtier.CursorKey(0), "cursor"
 	default:
-		if r.known[2] {
-			return nil // finding 2: a damaged object of our own counts as durable
+		var keys []string
+		if !r.known[2] { // finding 2: a damaged segment object counts as durable
+			keys = r.w.raw.Keys(blobtier.ListPrefix(0, blobtier.KindSegment))
 		}
-		keys := append(r.w.raw.Keys(blobtier.ListPrefix(0, blobtier.KindSegment)), r.w.raw.Keys(blobtier.ListPrefix(0, blobtier.KindTail))...)
+		if !r.known[15] { // a damaged tail object bricks Open and restore
+			keys = append(keys, r.w.raw.Keys(blobtier.ListPrefix(0, blobtier.KindTail))...)
+		}
 		if len(keys) == 0 {
 			return nil
 		}

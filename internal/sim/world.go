@@ -347,6 +347,12 @@ func (d *diskFault) disarm() {
 	d.mu.Unlock()
 }
 
+func (d *diskFault) armedNow() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.armed
+}
+
 // takeFired reports whether the fault fired since the last call.
 func (d *diskFault) takeFired() bool {
 	d.mu.Lock()
