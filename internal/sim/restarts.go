@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"path"
 	"path/filepath"
 	"slices"
@@ -121,12 +123,19 @@ func (r *run) opOlder(ctx context.Context) *violation {
 // opLoseSegment deletes the highest segment file: the open must refuse (a
 // shorter log is not the log), or serve every acknowledged event.
 func (r *run) opLoseSegment(ctx context.Context) *violation {
-	err := r.w.close()
-	r.logf("close %s", errClass(err))
+	// Events not shipped yet make the loss visible only locally.
+	if v := r.opBatch(ctx); v != nil {
+		return v
+	}
+	r.w.crash(false, 0) // killed: no last shipment
+	r.logf("kill")
 	dir := path.Clean("/" + filepath.Join(r.w.dir(), shard0))
 	var segs []string
-	for name := range r.w.disk.Files() {
-		if strings.HasPrefix(name, dir+"/seg-") && strings.HasSuffix(name, ".eslog") {
+	mark := []byte(fmt.Sprintf("p%d-", r.seed))
+	for name, data := range r.w.disk.Files() {
+		// The highest segment that holds events (the active one may be
+		// empty right after a seal).
+		if strings.HasPrefix(name, dir+"/seg-") && strings.HasSuffix(name, ".eslog") && bytes.Contains(data, mark) {
 			segs = append(segs, name)
 		}
 	}

@@ -32,6 +32,7 @@ import (
 
 	"github.com/bucketlog/bucketlog"
 	"github.com/bucketlog/bucketlog/blobtier"
+	"github.com/bucketlog/bucketlog/blobtier/faultbucket"
 	"github.com/bucketlog/bucketlog/localseg"
 	"github.com/bucketlog/bucketlog/tailbatch"
 	"github.com/bucketlog/bucketlog/watermark"
@@ -98,9 +99,10 @@ type run struct {
 	stats   *Stats
 	log     strings.Builder
 	pulled  map[string]uint64
-	undeliv map[string]bool   // deleted consumers not yet covered by a whole Ship pass
-	damaged map[string]string // key → the damaged bytes left at rest
-	ruleKey map[int]string    // faultbucket rule id → its key pattern
+	undeliv map[string]bool          // deleted consumers not yet covered by a whole Ship pass
+	damaged map[string]string        // key → the damaged bytes left at rest
+	ruleOf  map[int]faultbucket.Rule // faultbucket rule id → the rule
+	burst   bool                     // appends carry big payloads
 }
 
 func (r *run) logf(format string, args ...any) {
@@ -113,7 +115,7 @@ func (r *run) logf(format string, args ...any) {
 func Run(seed uint64, cfg Config, stats *Stats) Result {
 	rng := rand.New(rand.NewPCG(seed, seed*0x9e3779b97f4a7c15+1))
 	r := &run{cfg: cfg, seed: seed, rng: rng, m: newModel(), known: cfg.Known, stats: stats,
-		pulled: map[string]uint64{}, undeliv: map[string]bool{}, damaged: map[string]string{}, ruleKey: map[int]string{}}
+		pulled: map[string]uint64{}, undeliv: map[string]bool{}, damaged: map[string]string{}, ruleOf: map[int]faultbucket.Rule{}}
 	if r.known == nil {
 		r.known = map[int]bool{}
 	}
@@ -148,6 +150,7 @@ var ops = []op{
 	{"restore", 2, false, func(r *run, ctx context.Context) *violation { return r.opRestore(ctx, false) }},
 	{"verify", 1, false, func(r *run, ctx context.Context) *violation { return r.opVerify(ctx) }},
 	{"fault-bucket", 8, true, func(r *run, ctx context.Context) *violation { return r.opBucketFault() }},
+	{"fault-upload-stall", 2, true, func(r *run, ctx context.Context) *violation { return r.opUploadStall() }},
 	{"fault-disk", 2, true, func(r *run, ctx context.Context) *violation { return r.opDiskFault() }},
 	{"damage-at-rest", 1, true, func(r *run, ctx context.Context) *violation { return r.opDamage() }},
 	{"heal", 3, true, func(r *run, ctx context.Context) *violation { r.heal(); r.logf("heal"); return nil }},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -21,7 +22,7 @@ func (r *run) newEvent() event {
 	r.m.nextEv++
 	n := r.m.nextEv
 	ev := event{exec: fmt.Sprintf("ex-%d", r.rng.IntN(5)), txn: fmt.Sprintf("tx-%d", n), payload: fmt.Sprintf("p%d-%d", r.seed, n)}
-	if r.rng.IntN(4) == 0 {
+	if r.rng.IntN(4) == 0 || r.burst {
 		ev.payload += string(make([]byte, 40+r.rng.IntN(300))) // bigger events fill segments sooner
 	}
 	r.m.sent[ev.payload] = ev
@@ -156,10 +157,15 @@ func (r *run) opShip(ctx context.Context, seal bool) *violation {
 	r.w.advance(d)
 	segOnly := !r.w.inj.armedNow()
 	for id := range r.w.rules {
-		segOnly = segOnly && r.ruleKey[id] == "noetl.ehdb.seg.*"
+		rule := r.ruleOf[id]
+		spent := rule.Times > 0 && r.w.fb.Fired(id) >= rule.Times
+		segOnly = segOnly && (spent || rule.Key == "noetl.ehdb.seg.*")
 	}
 	tip := r.w.log.Store().Tip()
-	ready, _ := r.w.log.Health()
+	// Upload and tail failures make the shard not ready; only a poisoned
+	// store or a stopped shipper excuses the tail.
+	_, why := r.w.log.Health()
+	ready := !strings.Contains(why, "poisoned") && !strings.Contains(why, "second writer")
 	rep, err := r.w.log.Ship(ctx, seal)
 	r.logf("ship seal=%v +%s -> shipped %d tip %d %s", seal, d, rep.ShippedThrough, rep.Tip, errClass(err))
 	r.noteShipped(err)
@@ -219,9 +225,52 @@ func (r *run) opBucketFault() *violation {
 	rule := r.bucketRule()
 	id := r.w.fb.MustAdd(rule)
 	r.w.rules[id] = r.step + 1 + r.rng.IntN(8)
-	r.ruleKey[id] = rule.Key
+	r.ruleOf[id] = rule
 	r.stats.Faults["bucket-rule:"+string(rule.Kind)]++
 	r.logf("fault bucket %s %s %s prob=%.1f times=%d", rule.Kind, rule.Op, rule.Key, rule.Prob, rule.Times)
+	return nil
+}
+
+// opUploadStall lets one segment upload through and then refuses segment
+// uploads for a while, and fails one tail put: a partly failed upload pass
+// with the tail behind it, the ground finding 4 needs.
+func (r *run) opUploadStall() *violation {
+	a := faultbucket.Rule{Op: faultbucket.OpWrite, Kind: faultbucket.Refuse, Key: "noetl.ehdb.seg.*", Skip: r.rng.IntN(2)}
+	b := faultbucket.Rule{Op: faultbucket.OpWrite, Kind: faultbucket.Refuse, Key: "noetl.ehdb.tail.*", Times: 1 + r.rng.IntN(2)}
+	for _, rule := range []faultbucket.Rule{a, b} {
+		id := r.w.fb.MustAdd(rule)
+		r.w.rules[id] = r.step + 6 + r.rng.IntN(10)
+		r.ruleOf[id] = rule
+	}
+	r.stats.Faults["upload-stall"]++
+	r.logf("fault upload stall skip=%d tail-times=%d", a.Skip, b.Times)
+	if r.w.log == nil || r.rng.IntN(2) == 0 {
+		return nil
+	}
+	// Directed: a burst the tail has not shipped, spanning segments, then
+	// ship, GC and ship again.
+	r.burst = true
+	for range 4 {
+		if v := r.opBatch(context.Background()); v != nil || r.w.log == nil {
+			r.burst = false
+			return v
+		}
+	}
+	r.burst = false
+	ctx := context.Background()
+	for _, f := range []func() *violation{
+		func() *violation { return r.opShip(ctx, false) },
+		func() *violation { return r.opGC(ctx) },
+		func() *violation { return r.opShip(ctx, false) },
+		func() *violation { return r.opShip(ctx, false) },
+	} {
+		if r.w.log == nil {
+			return nil
+		}
+		if v := f(); v != nil {
+			return v
+		}
+	}
 	return nil
 }
 
