@@ -99,7 +99,11 @@ func (m *model) serve(r localseg.Record, strict bool) *violation {
 
 // checkLocal checks what the open Log serves: every acknowledged event at
 // or above the base is there, and nothing contradicts the history.
-func (m *model) checkLocal(r restored, strict bool) *violation {
+func (m *model) checkLocal(r restored, strict bool) *violation { return m.checkLocalFrom(r, 0, strict) }
+
+// checkLocalFrom is checkLocal of a read that starts after sequence from
+// (every sequence up to it was checked on this Log before).
+func (m *model) checkLocalFrom(r restored, from uint64, strict bool) *violation {
 	present := make(map[uint64]bool, len(r.records))
 	for _, rec := range r.records {
 		if v := m.serve(rec, strict); v != nil {
@@ -109,7 +113,7 @@ func (m *model) checkLocal(r restored, strict bool) *violation {
 	}
 	m.reclaimed = max(m.reclaimed, r.base-1)
 	for _, s := range slices.Sorted(maps.Keys(m.bySeqAck)) {
-		if s >= r.base && !present[s] {
+		if s >= r.base && s > from && !present[s] {
 			return fail("acked-readable", "acknowledged sequence %d (%s) is not served (base %d, tip %d)", s, m.hist[s], r.base, r.tip)
 		}
 	}

@@ -43,6 +43,13 @@ func (r *run) opCrash(ctx context.Context) *violation {
 // an older copy) and checks that it serves everything the bucket was
 // reported to hold, then makes it the model's disk.
 func (r *run) adopt(ctx context.Context, why string) *violation {
+	// A disk lost while a segment, tail object or the watermark is damaged
+	// at rest has lost what only its copy held: the run cannot recover,
+	// and ends (see loop).
+	if r.damageOutstanding(true) || r.watermarkDamaged() {
+		r.unrecoverable = true
+		r.logf("  (data damaged at rest and the disk gone: unrecoverable)")
+	}
 	v, err := r.reopen(ctx, why)
 	if v != nil || err != nil {
 		return v
@@ -112,11 +119,14 @@ func (r *run) opOlder(ctx context.Context) *violation {
 	if err != nil {
 		return fail("read", "read the log on the older copy: %v", err)
 	}
-	if v := r.m.checkRestore(got, true); v != nil {
+	if v := r.m.checkRestore(got, true); v != nil && !(v.check == "deleted-consumer" && r.known[6]) {
 		v.check = "older-accepted-" + v.check
 		return v
 	}
 	r.m.newDisk(got)
+	if r.known[6] {
+		clear(r.m.deleted)
+	}
 	return nil
 }
 

@@ -103,6 +103,11 @@ type run struct {
 	damaged map[string]string        // key → the damaged bytes left at rest
 	ruleOf  map[int]faultbucket.Rule // faultbucket rule id → the rule
 	burst   bool                     // appends carry big payloads
+	// unrecoverable: the disk was lost with data damaged at rest; the run
+	// ends at the next step (nothing can be required of it).
+	unrecoverable bool
+	readLife      int    // the Log (w.opens) the last check read
+	readThrough   uint64 // and the last sequence it read
 }
 
 func (r *run) logf(format string, args ...any) {
@@ -152,7 +157,7 @@ var ops = []op{
 	{"fault-bucket", 8, true, func(r *run, ctx context.Context) *violation { return r.opBucketFault() }},
 	{"fault-upload-stall", 2, true, func(r *run, ctx context.Context) *violation { return r.opUploadStall() }},
 	{"fault-disk", 2, true, func(r *run, ctx context.Context) *violation { return r.opDiskFault() }},
-	{"damage-at-rest", 1, true, func(r *run, ctx context.Context) *violation { return r.opDamage() }},
+	{"damage-at-rest", 2, true, func(r *run, ctx context.Context) *violation { return r.opDamage() }},
 	{"heal", 3, true, func(r *run, ctx context.Context) *violation { r.heal(); r.logf("heal"); return nil }},
 	{"lose-segment", 1, true, func(r *run, ctx context.Context) *violation { return r.opLoseSegment(ctx) }},
 }
@@ -232,6 +237,10 @@ func (r *run) loop(ctx context.Context) *violation {
 		if v := r.check(ctx); v != nil {
 			return v
 		}
+		if r.unrecoverable {
+			r.logf("end: unrecoverable")
+			return nil
+		}
 	}
 	if r.rng.IntN(40) == 0 && !r.known[11] {
 		r.heal()
@@ -243,15 +252,25 @@ func (r *run) loop(ctx context.Context) *violation {
 // check runs the per-step oracle.
 func (r *run) check(ctx context.Context) *violation {
 	if r.w.log != nil {
-		got, err := readLog(r.w.log)
+		// A Log already read is read on from where the last check ended,
+		// except now and then in full.
+		from := r.readThrough
+		if r.readLife != r.w.opens || r.step%16 == 0 {
+			from = 0
+		}
+		got, err := readLogFrom(r.w.log, from)
 		if err != nil {
 			if errors.Is(err, localseg.ErrPoisoned) {
 				return nil
 			}
 			return fail("read", "scan the open log: %v", err)
 		}
-		if v := r.m.checkLocal(got, !r.known[3]); v != nil {
+		if v := r.m.checkLocalFrom(got, from, !r.known[3]); v != nil {
 			return v
+		}
+		r.readLife, r.readThrough = r.w.opens, from
+		if n := len(got.records); n > 0 {
+			r.readThrough = got.records[n-1].Seq
 		}
 		for name := range got.consumers {
 			if !r.m.deleted[name] {
@@ -356,7 +375,7 @@ func errClass(err error) string {
 }
 
 func short(s string) string {
-	if i := strings.IndexByte(s, 0); i >= 0 {
+	if i := strings.IndexByte(s, '='); i >= 0 {
 		return s[:i] + "+pad"
 	}
 	return s

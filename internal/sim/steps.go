@@ -23,7 +23,7 @@ func (r *run) newEvent() event {
 	n := r.m.nextEv
 	ev := event{exec: fmt.Sprintf("ex-%d", r.rng.IntN(5)), txn: fmt.Sprintf("tx-%d", n), payload: fmt.Sprintf("p%d-%d", r.seed, n)}
 	if r.rng.IntN(4) == 0 || r.burst {
-		ev.payload += string(make([]byte, 40+r.rng.IntN(300))) // bigger events fill segments sooner
+		ev.payload += "=" + strings.Repeat("x", 40+r.rng.IntN(300)) // bigger events fill segments sooner
 	}
 	r.m.sent[ev.payload] = ev
 	return ev
@@ -331,6 +331,11 @@ func (r *run) opDamage() *violation {
 	r.damaged[key] = string(data)
 	r.stats.Faults["at-rest:"+what]++
 	r.logf("damage %s at rest", what)
+	if what == "watermark" && len(r.w.saved) > 0 && r.w.log != nil && r.rng.IntN(2) == 0 {
+		// Directed: an older copy of the disk meets the damaged mark, whose
+		// repair must not lower it (finding 7).
+		return r.opOlder(context.Background())
+	}
 	return nil
 }
 
@@ -383,4 +388,11 @@ func (r *run) skipWriteDamage(key string) bool {
 		(r.known[5] && (all || key == "noetl.ehdb.cur.*")) ||
 		(r.known[15] && (all || key == "noetl.ehdb.tail.*")) ||
 		(r.known[7] && (all || key == "noetl.ehdb.rw.*"))
+}
+
+func (r *run) watermarkDamaged() bool {
+	key := blobtier.WatermarkKey(0)
+	bad, ok := r.damaged[key]
+	cur, exists := r.w.raw.Raw(key)
+	return ok && exists && string(cur) == bad
 }

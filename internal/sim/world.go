@@ -44,6 +44,7 @@ type world struct {
 	sync  bool
 	saved []*faultfs.MemFS // older copies of the disk
 	fresh int              // restore directories made
+	opens int              // Logs opened (a new one is read from the start)
 }
 
 const shard0 = "shard-0000"
@@ -114,6 +115,7 @@ func (w *world) open(ctx context.Context) (err error, changed string) {
 		return err, diffFiles(before, diskFiles(w.disk, w.dir()))
 	}
 	w.log = l
+	w.opens++
 	return nil, ""
 }
 
@@ -297,9 +299,11 @@ type restored struct {
 	consumers map[string]uint64
 }
 
-func readLog(l *bucketlog.Log) (restored, error) {
+func readLog(l *bucketlog.Log) (restored, error) { return readLogFrom(l, 0) }
+
+// readLogFrom reads the records after sequence after.
+func readLogFrom(l *bucketlog.Log, after uint64) (restored, error) {
 	var r restored
-	after := uint64(0)
 	for {
 		p, err := l.Scan(after, 500)
 		if err != nil {
