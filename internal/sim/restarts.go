@@ -99,11 +99,15 @@ func (r *run) opOlder(ctx context.Context) *violation {
 	if len(r.w.saved) == 0 {
 		return nil
 	}
+	return r.older(ctx, r.rng.IntN(len(r.w.saved)))
+}
+
+func (r *run) older(ctx context.Context, pick int) *violation {
 	err := r.w.close()
 	r.logf("close %s", errClass(err))
 	r.markUnknown()
 	current := r.w.disk
-	r.w.disk = r.w.saved[r.rng.IntN(len(r.w.saved))].CrashClone(faultfs.CrashOptions{})
+	r.w.disk = r.w.saved[pick].CrashClone(faultfs.CrashOptions{})
 	r.stats.Restarts["older"]++
 	r.heal()
 	v, oerr := r.reopen(ctx, "older copy")

@@ -331,10 +331,10 @@ func (r *run) opDamage() *violation {
 	r.damaged[key] = string(data)
 	r.stats.Faults["at-rest:"+what]++
 	r.logf("damage %s at rest", what)
-	if what == "watermark" && len(r.w.saved) > 0 && r.w.log != nil && r.rng.IntN(2) == 0 {
-		// Directed: an older copy of the disk meets the damaged mark, whose
-		// repair must not lower it (finding 7).
-		return r.opOlder(context.Background())
+	if what == "watermark" && len(r.w.saved) > 0 && r.w.log != nil && r.rng.IntN(3) > 0 {
+		// Directed: the oldest copy of the disk meets the damaged mark,
+		// whose repair must not lower it (finding 7).
+		return r.older(context.Background(), 0)
 	}
 	return nil
 }
