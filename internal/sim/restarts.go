@@ -39,6 +39,41 @@ func (r *run) opCrash(ctx context.Context) *violation {
 	return v
 }
 
+// opCrashMid kills the process at the k-th disk write of an append (or of
+// the ship pass after it), then restarts on what a power cut leaves.
+func (r *run) opCrashMid(ctx context.Context) *violation {
+	k := int64(r.rng.IntN(8))
+	r.w.inj.crashAt(k)
+	r.logf("crash armed at write op +%d", k)
+	before := len(r.m.failed)
+	var v *violation
+	if r.rng.IntN(2) == 0 {
+		v = r.opBatch(ctx)
+	} else {
+		v = r.opAppend(ctx)
+	}
+	if v == nil && r.rng.IntN(2) == 0 {
+		v = r.opShip(ctx, r.rng.IntN(2) == 0)
+	}
+	r.w.inj.endCrash()
+	if v != nil {
+		return v
+	}
+	// The appends the crash cut off got no answer: their outcome is unknown.
+	if len(r.m.failed) > before {
+		r.markUnknown()
+	}
+	r.stats.Restarts["crash-mid-op"]++
+	torn := r.rng.IntN(2) == 0
+	r.w.crash(torn, r.rng.Uint64())
+	if torn {
+		r.markUnknown()
+	}
+	r.logf("crash torn=%v", torn)
+	v, _ = r.reopen(ctx, "after crash mid-op")
+	return v
+}
+
 // hydrated opens a Log on a disk that does not hold the history (empty, or
 // an older copy) and checks that it serves everything the bucket was
 // reported to hold, then makes it the model's disk.

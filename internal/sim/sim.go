@@ -149,6 +149,7 @@ var ops = []op{
 	{"gc", 6, false, func(r *run, ctx context.Context) *violation { return r.opGC(ctx) }},
 	{"restart-keep", 3, false, func(r *run, ctx context.Context) *violation { return r.opRestartKeep(ctx) }},
 	{"restart-crash", 3, false, func(r *run, ctx context.Context) *violation { return r.opCrash(ctx) }},
+	{"restart-crash-mid-op", 2, false, func(r *run, ctx context.Context) *violation { return r.opCrashMid(ctx) }},
 	{"restart-lost", 1, false, func(r *run, ctx context.Context) *violation { return r.opLost(ctx) }},
 	{"restart-older", 1, false, func(r *run, ctx context.Context) *violation { return r.opOlder(ctx) }},
 	{"save-copy", 2, false, func(r *run, ctx context.Context) *violation { return r.opSave() }},
@@ -164,7 +165,7 @@ var ops = []op{
 
 // needsLog: these ops run on an open Log.
 var needsLog = map[string]bool{"append": true, "batch": true, "pull": true, "ack": true, "delete-consumer": true,
-	"tick": true, "seal": true, "gc": true, "restart-keep": true, "restart-older": true, "lose-segment": true}
+	"tick": true, "seal": true, "gc": true, "restart-keep": true, "restart-crash-mid-op": true, "restart-older": true, "lose-segment": true}
 
 func (r *run) pick(faulty bool) op {
 	total := 0

@@ -337,6 +337,7 @@ type diskFault struct {
 	k     int64
 	errno syscall.Errno
 	fired bool
+	crash *faultfs.Crash
 }
 
 func (d *diskFault) arm(k int64, errno syscall.Errno) {
@@ -354,7 +355,7 @@ func (d *diskFault) disarm() {
 func (d *diskFault) armedNow() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.armed
+	return d.armed || d.crash != nil
 }
 
 // takeFired reports whether the fault fired since the last call.
@@ -366,9 +367,28 @@ func (d *diskFault) takeFired() bool {
 	return f
 }
 
+// crashAt kills the process at the k-th write-class operation from now
+// (faultfs.Crash): that operation and every later one fail.
+func (d *diskFault) crashAt(k int64) {
+	d.mu.Lock()
+	d.crash = faultfs.CrashAt(k)
+	d.mu.Unlock()
+}
+
+func (d *diskFault) endCrash() {
+	d.mu.Lock()
+	d.crash = nil
+	d.mu.Unlock()
+}
+
 func (d *diskFault) MaybeError(op faultfs.Op) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.crash != nil {
+		if err := d.crash.MaybeError(op); err != nil {
+			return err
+		}
+	}
 	if !d.armed || !op.Kind.IsWrite() {
 		return nil
 	}
