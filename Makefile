@@ -54,3 +54,11 @@ examples:
 
 clean:
 	rm -rf bin bench/results
+
+# The seeded whole-engine simulation (internal/sim): SEEDS seeds from START;
+# SIMFLAGS adds e.g. -sim.known=1,4 -sim.keepgoing -sim.classify.
+SEEDS ?= 1000
+START ?= 1
+.PHONY: sim
+sim:
+	$(GO) test ./internal/sim -run 'TestSim$$' -count=1 -timeout 0 -v -sim.seeds=$(SEEDS) -sim.start=$(START) $(SIMFLAGS)
