@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 
 	"github.com/bucketlog/bucketlog/localseg"
 )
@@ -52,8 +51,8 @@ func Dir(dir, bucket string) (Report, error) {
 		return rep, nil
 	}
 	rep.Exists = true
-	rep.Checkpoint = rawJSON(filepath.Join(dir, "checkpoint.json"))
-	rep.Reclaim = rawJSON(filepath.Join(dir, "reclaim.json"))
+	rep.Checkpoint = rawJSON(localseg.ReadCheckpointFile(dir))
+	rep.Reclaim = rawJSON(localseg.ReadReclaimManifestFile(dir))
 	st, err := localseg.Open(dir, localseg.Options{ReadOnly: true})
 	if err != nil {
 		rep.Problems = append(rep.Problems, err.Error())
@@ -83,9 +82,8 @@ func Dir(dir, bucket string) (Report, error) {
 	return rep, nil
 }
 
-func rawJSON(path string) json.RawMessage {
-	b, err := os.ReadFile(path)
-	if err != nil {
+func rawJSON(b []byte, err error) json.RawMessage {
+	if b == nil || err != nil {
 		return json.RawMessage("null")
 	}
 	// checkpoint.json may be padded with blanks; only valid JSON is shown.
