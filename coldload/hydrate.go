@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bucketlog/bucketlog/blobtier"
+	"github.com/bucketlog/bucketlog/frame"
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
@@ -410,7 +411,7 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 		return st, nil
 	}
 	phase = opts.Now()
-	tr, err := h.tailPhase(ctx, pre.lastSeq, opts.AllowPartial, func(frames []localseg.Frame) error {
+	tr, err := h.tailPhase(ctx, pre.lastSeq, opts.AllowPartial, func(frames []frame.Frame) error {
 		s, err := open()
 		if err != nil {
 			return err

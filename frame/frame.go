@@ -1,4 +1,15 @@
-package localseg
+// Package frame is the bucket's wire format: the codec of the frames that
+// segment files, segment objects and tail objects are made of, laid end to
+// end (docs/FORMAT.md §2). A frame is a 12-byte header, all little-endian
+// (magic 0xE5DB0001, body length, CRC-32 IEEE of the body), followed by the
+// body: the compact JSON of one of four variants (Event, ConsumerCreate,
+// Ack, ConsumerDelete), byte-identical to serde_json's compact writer.
+// Writers produce exactly that canonical layout; readers accept any valid
+// JSON of a known variant and ignore unknown fields (FORMAT.md §2.3, §2.4).
+//
+// The package is a leaf: it imports nothing of this module, so the store
+// (localseg), the cold load, the shipper and the tools share one codec.
+package frame
 
 import (
 	"bytes"
@@ -14,22 +25,86 @@ import (
 	"unsafe"
 )
 
+// The header (FORMAT.md §2.1). Part of the wire format; do not change.
+const (
+	// Magic opens every frame; on disk 01 00 db e5.
+	Magic uint32 = 0xE5DB0001
+	// HeaderSize is the length of the header: magic, body length, CRC.
+	HeaderSize = 12
+	// MaxBodyLen is the largest body a reader accepts.
+	MaxBodyLen = 64 << 20
+)
+
+// Kind is the variant of a frame.
+type Kind uint8
+
+// The variants (FORMAT.md §2.2). Part of the wire format; do not change.
+const (
+	KindEvent Kind = iota + 1
+	KindConsumerCreate
+	KindAck
+	KindConsumerDelete
+)
+
+// Frame is one decoded frame. Which fields are meaningful depends on Kind:
+// Event uses Seq, ExecutionID, TransactionID, Payload; ConsumerCreate and
+// ConsumerDelete use Consumer; Ack uses Consumer and Seq.
+type Frame struct {
+	Kind          Kind
+	Seq           uint64
+	ExecutionID   string
+	TransactionID string
+	Payload       string
+	Consumer      string
+}
+
+// SegmentSummary describes a verified segment image.
+type SegmentSummary struct {
+	Frames, Events    int
+	FirstSeq, LastSeq uint64
+}
+
+// Errors. They are also the store's (localseg.ErrCorrupt,
+// localseg.ErrInvalidInput and localseg.ErrTooLarge are these values, so
+// errors.Is agrees across the packages), which is why their texts name
+// localseg: they are unchanged from when the codec lived there.
+var (
+	ErrInvalidInput = errors.New("localseg: invalid input")
+	ErrTooLarge     = fmt.Errorf("%w: event too large", ErrInvalidInput)
+	// ErrCorrupt marks bytes that are not trustworthy.
+	ErrCorrupt = errors.New("localseg: corrupt")
+)
+
+// CorruptionError names the segment and byte offset of a corrupt frame.
+// errors.Is(err, ErrCorrupt) holds for it.
+type CorruptionError struct {
+	Segment uint64
+	Offset  int64
+	Err     error
+}
+
+func (e *CorruptionError) Error() string {
+	return fmt.Sprintf("localseg: corrupt segment %d at offset %d: %v", e.Segment, e.Offset, e.Err)
+}
+func (e *CorruptionError) Unwrap() error        { return e.Err }
+func (e *CorruptionError) Is(target error) bool { return target == ErrCorrupt }
+
 // Errors of the frame codec. Each wraps ErrCorrupt, so a caller that only
 // cares whether bytes are trustworthy tests errors.Is(err, ErrCorrupt).
 var (
-	errShortHeader = fmt.Errorf("%w: fewer than %d bytes left for a frame header", ErrCorrupt, HeaderSize)
-	errZeroHeader  = fmt.Errorf("%w: zero bytes where a frame header should start", ErrCorrupt)
-	errBadMagic    = fmt.Errorf("%w: bad frame magic", ErrCorrupt)
-	errBodyTooLong = fmt.Errorf("%w: body length over the %d-byte cap", ErrCorrupt, MaxBodyLen)
-	errShortBody   = fmt.Errorf("%w: frame body runs past the end of the data", ErrCorrupt)
-	errEmptyBody   = fmt.Errorf("%w: zero-length frame body", ErrCorrupt)
-	errCRC         = fmt.Errorf("%w: CRC mismatch", ErrCorrupt)
-	errBadBody     = fmt.Errorf("%w: undecodable frame body", ErrCorrupt)
-	errSeqGap      = fmt.Errorf("%w: gap in global_sequence", ErrCorrupt)
+	ErrShortHeader = fmt.Errorf("%w: fewer than %d bytes left for a frame header", ErrCorrupt, HeaderSize)
+	ErrZeroHeader  = fmt.Errorf("%w: zero bytes where a frame header should start", ErrCorrupt)
+	ErrBadMagic    = fmt.Errorf("%w: bad frame magic", ErrCorrupt)
+	ErrBodyTooLong = fmt.Errorf("%w: body length over the %d-byte cap", ErrCorrupt, MaxBodyLen)
+	ErrShortBody   = fmt.Errorf("%w: frame body runs past the end of the data", ErrCorrupt)
+	ErrEmptyBody   = fmt.Errorf("%w: zero-length frame body", ErrCorrupt)
+	ErrCRC         = fmt.Errorf("%w: CRC mismatch", ErrCorrupt)
+	ErrBadBody     = fmt.Errorf("%w: undecodable frame body", ErrCorrupt)
+	ErrSeqGap      = fmt.Errorf("%w: gap in global_sequence", ErrCorrupt)
 )
 
-// The literal pieces of the canonical (serde_json compact) bodies. Part of
-// the wire format; do not change.
+// The literal pieces of the canonical (serde_json compact) bodies
+// (FORMAT.md §2.3). Part of the wire format; do not change.
 const (
 	litEventOpen      = `{"Event":{"global_sequence":`
 	litExecID         = `,"execution_id":"`
@@ -44,6 +119,10 @@ const (
 	eventFixedBodyLen = len(litEventOpen) + len(litExecID) + len(litTxnID) + len(litPayload) + len(litClose2)
 )
 
+// EventFixedLen is the length of an event frame without its sequence's
+// digits and its three strings (as escaped).
+const EventFixedLen = HeaderSize + eventFixedBodyLen
+
 // frameKindNames are the variant tags.
 var frameKindNames = [...]string{
 	KindEvent:          "Event",
@@ -53,11 +132,11 @@ var frameKindNames = [...]string{
 }
 
 // String returns the variant tag of k.
-func (k FrameKind) String() string {
+func (k Kind) String() string {
 	if int(k) < len(frameKindNames) && k != 0 {
 		return frameKindNames[k]
 	}
-	return fmt.Sprintf("FrameKind(%d)", uint8(k))
+	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
 
 func le32(b []byte) uint32 { return binary.LittleEndian.Uint32(b) }
@@ -66,22 +145,22 @@ func le32(b []byte) uint32 { return binary.LittleEndian.Uint32(b) }
 // frame[HeaderSize:].
 func putHeader(frame []byte) {
 	body := frame[HeaderSize:]
-	binary.LittleEndian.PutUint32(frame[0:], FrameMagic)
+	binary.LittleEndian.PutUint32(frame[0:], Magic)
 	binary.LittleEndian.PutUint32(frame[4:], uint32(len(body)))
 	binary.LittleEndian.PutUint32(frame[8:], checksumIEEE(body))
 }
 
 var zeroHeader [HeaderSize]byte
 
-// checksumIEEE is the CRC of a frame body (IEEE polynomial, as SPEC §2
+// checksumIEEE is the CRC of a frame body (IEEE polynomial, as FORMAT.md §2.1
 // fixes it). It is the standard library's: a hand-kept slicing-by-8 for the
 // last len%16 bytes measured no faster on ~350-byte bodies (37 ns a body
 // either way) and is not worth a table of our own.
 func checksumIEEE(b []byte) uint32 { return crc32.ChecksumIEEE(b) }
 
-// appendEventFrame appends the frame of an Event. The strings must be valid
+// AppendEvent appends the frame of an Event. The strings must be valid
 // UTF-8 (the caller validated them).
-func appendEventFrame(dst []byte, seq uint64, exec, txn, payload string) []byte {
+func AppendEvent(dst []byte, seq uint64, exec, txn, payload string) []byte {
 	h := len(dst)
 	dst = append(dst, zeroHeader[:]...)
 	dst = append(dst, litEventOpen...)
@@ -97,14 +176,41 @@ func appendEventFrame(dst []byte, seq uint64, exec, txn, payload string) []byte 
 	return dst
 }
 
-// eventFrameLen is the length appendEventFrame will produce.
-func eventFrameLen(seq uint64, exec, txn, payload string) int64 {
-	return int64(HeaderSize+eventFixedBodyLen+decimalLen(seq)) +
-		escapedLen(exec) + escapedLen(txn) + escapedLen(payload)
+// AppendEventEscaped is AppendEvent for strings the caller has examined:
+// exec and a string whose flag is false are copied as they are (they need
+// no escaping), the others are escaped.
+func AppendEventEscaped(dst []byte, seq uint64, exec, txn string, escTxn bool, payload string, escPayload bool) []byte {
+	h := len(dst)
+	dst = append(dst, zeroHeader[:]...)
+	dst = append(dst, litEventOpen...)
+	dst = strconv.AppendUint(dst, seq, 10)
+	dst = append(dst, litExecID...)
+	dst = append(dst, exec...)
+	dst = append(dst, litTxnID...)
+	if escTxn {
+		dst = appendEscapedContent(dst, txn)
+	} else {
+		dst = append(dst, txn...)
+	}
+	dst = append(dst, litPayload...)
+	if escPayload {
+		dst = appendEscapedContent(dst, payload)
+	} else {
+		dst = append(dst, payload...)
+	}
+	dst = append(dst, litClose2...)
+	putHeader(dst[h:])
+	return dst
 }
 
-// appendConsumerFrame appends a ConsumerCreate, Ack or ConsumerDelete frame.
-func appendConsumerFrame(dst []byte, kind FrameKind, consumer string, seq uint64) []byte {
+// EventLen is the length AppendEvent will produce.
+func EventLen(seq uint64, exec, txn, payload string) int64 {
+	return int64(HeaderSize+eventFixedBodyLen+DecimalLen(seq)) +
+		EscapedLen(exec) + EscapedLen(txn) + EscapedLen(payload)
+}
+
+// AppendConsumer appends a ConsumerCreate, Ack or ConsumerDelete frame.
+func AppendConsumer(dst []byte, kind Kind, consumer string, seq uint64) []byte {
 	h := len(dst)
 	dst = append(dst, zeroHeader[:]...)
 	switch kind {
@@ -123,13 +229,13 @@ func appendConsumerFrame(dst []byte, kind FrameKind, consumer string, seq uint64
 		dst = appendEscapedContent(dst, consumer)
 		dst = append(dst, litClose2...)
 	default:
-		panic("localseg: appendConsumerFrame of " + kind.String())
+		panic("localseg: AppendConsumer of " + kind.String())
 	}
 	putHeader(dst[h:])
 	return dst
 }
 
-func decimalLen(v uint64) int {
+func DecimalLen(v uint64) int {
 	n := 1
 	for v >= 10 {
 		v /= 10
@@ -190,17 +296,17 @@ func needsEscape8(x uint64) bool {
 
 const hexDigits = "0123456789abcdef"
 
-// appendEscaped appends s as a JSON string exactly as serde_json's compact
+// AppendEscaped appends s as a JSON string exactly as serde_json's compact
 // writer does: only '"', '\\' and control characters are escaped (\b \f \n
 // \r \t by name, the others as \u00XX with lowercase hex); everything else,
 // including '<', '>', '&', DEL, U+2028 and U+2029, is copied as raw UTF-8.
-func appendEscaped(dst []byte, s string) []byte {
+func AppendEscaped(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	dst = appendEscapedContent(dst, s)
 	return append(dst, '"')
 }
 
-// appendEscapedContent is appendEscaped without the quotes (the frame
+// appendEscapedContent is AppendEscaped without the quotes (the frame
 // encoders' literals carry them).
 func appendEscapedContent(dst []byte, s string) []byte {
 	if escapeFree(s) {
@@ -244,8 +350,8 @@ func appendEscapedContent(dst []byte, s string) []byte {
 	return append(dst, s[start:]...)
 }
 
-// escapedLen is the length appendEscaped adds for s, without the quotes.
-func escapedLen(s string) int64 {
+// EscapedLen is the length AppendEscaped adds for s, without the quotes.
+func EscapedLen(s string) int64 {
 	n := int64(len(s))
 	if escapeFree(s) {
 		return n
@@ -268,90 +374,90 @@ func escapedLen(s string) int64 {
 	return n
 }
 
-// span locates the raw contents of a JSON string inside a body.
-type span struct {
-	lo, hi int32
-	esc    bool // contains escapes: unescape before use
+// Span locates the raw contents of a JSON string inside a body.
+type Span struct {
+	Lo, Hi int32
+	Esc    bool // contains escapes: Unescape before use
 }
 
-// bodyView is what the fast parser extracts from a canonical body without
+// View is what the fast parser extracts from a canonical body without
 // allocating.
-type bodyView struct {
-	kind                        FrameKind
-	seq                         uint64
-	exec, txn, payload, consumr span
+type View struct {
+	Kind                         Kind
+	Seq                          uint64
+	Exec, Txn, Payload, Consumer Span
 }
 
-// parseBodyFast parses a body laid out exactly as this package (and
+// ParseFast parses a body laid out exactly as this package (and
 // serde_json) writes it. It fully validates what it accepts; ok=false means
-// "not canonical", and the caller falls back to decodeBodySlow, which decides
+// "not canonical", and the caller falls back to DecodeBodySlow, which decides
 // whether the body is valid JSON of another layout or corrupt.
-func parseBodyFast(b []byte) (v bodyView, ok bool) { return parseBody(b, false) }
+func ParseFast(b []byte) (v View, ok bool) { return parseBody(b, false) }
 
-// parseBodyTrusted is parseBodyFast for a body already validated once (by
+// ParseTrusted is ParseFast for a body already validated once (by
 // the replay that indexed it, or produced by this package's encoder) whose
 // CRC still matches: it locates the strings without re-checking their
 // characters, and an event's payload without an escape is taken to run to
 // the closing literal (the validation found its closing quote there). A
 // body it cannot parse goes to the validating paths.
-func parseBodyTrusted(b []byte) (v bodyView, ok bool) { return parseBody(b, true) }
+func ParseTrusted(b []byte) (v View, ok bool) { return parseBody(b, true) }
 
-// parseEventPlain locates the fields of an event body that was validated
+// ParseEventPlain locates the fields of an event body that was validated
 // once and had no escape in any field (segIndex.plain), by the canonical
 // layout: one search for each identifier's closing quote, and the payload
-// runs to the closing literal. ok=false sends the body to parseBodyTrusted.
-func parseEventPlain(b []byte, v *bodyView) (ok bool) {
+// runs to the closing literal. ok=false sends the body to ParseTrusted.
+func ParseEventPlain(b []byte, v *View) (ok bool) {
 	if !bytes.HasPrefix(b, []byte(litEventOpen)) || !bytes.HasSuffix(b, []byte(litClose2)) {
 		return false
 	}
-	v.kind = KindEvent
+	v.Kind = KindEvent
 	var i int
-	if v.seq, i, ok = parseUintAt(b, len(litEventOpen)); !ok {
+	if v.Seq, i, ok = parseUintAt(b, len(litEventOpen)); !ok {
 		return false
 	}
-	field := func(lit string) (span, bool) {
+	field := func(lit string) (Span, bool) {
 		if i, ok = litAt(b, i, lit); !ok {
-			return span{}, false
+			return Span{}, false
 		}
 		q := bytes.IndexByte(b[i:], '"')
 		if q < 0 {
-			return span{}, false
+			return Span{}, false
 		}
-		sp := span{lo: int32(i), hi: int32(i + q)}
+		sp := Span{Lo: int32(i), Hi: int32(i + q)}
 		i += q
 		return sp, true
 	}
-	if v.exec, ok = field(litExecID); !ok {
+	if v.Exec, ok = field(litExecID); !ok {
 		return false
 	}
-	if v.txn, ok = field(litTxnID); !ok {
+	if v.Txn, ok = field(litTxnID); !ok {
 		return false
 	}
 	if i, ok = litAt(b, i, litPayload); !ok || i > len(b)-len(litClose2) {
 		return false
 	}
-	v.payload = span{lo: int32(i), hi: int32(len(b) - len(litClose2))}
+	v.Payload = Span{Lo: int32(i), Hi: int32(len(b) - len(litClose2))}
 	return true
 }
 
-func parseBody(b []byte, trusted bool) (v bodyView, ok bool) {
+func parseBody(b []byte, trusted bool) (v View, ok bool) {
 	var i int
 	switch {
 	case bytes.HasPrefix(b, []byte(litEventOpen)):
-		v.kind = KindEvent
-		if v.seq, i, ok = parseUintAt(b, len(litEventOpen)); !ok {
+		v.Kind = KindEvent
+		if v.Seq, i, ok = parseUintAt(b, len(litEventOpen)); !ok {
 			return v, false
 		}
 		if i, ok = litAt(b, i, litExecID); !ok {
 			return v, false
 		}
-		if v.exec, i, ok = scanString(b, i, trusted); !ok {
+		if v.Exec, i, ok = scanString(b, i, trusted); !ok {
 			return v, false
 		}
 		if i, ok = litAt(b, i-1, litTxnID); !ok {
 			return v, false
 		}
-		if v.txn, i, ok = scanString(b, i, trusted); !ok {
+		if v.Txn, i, ok = scanString(b, i, trusted); !ok {
 			return v, false
 		}
 		if i, ok = litAt(b, i-1, litPayload); !ok {
@@ -363,37 +469,37 @@ func parseBody(b []byte, trusted bool) (v bodyView, ok bool) {
 			// so without an escape its end is known: one search for a
 			// backslash instead of one for the quote and one for a
 			// backslash over the longest field.
-			v.payload = span{lo: int32(i), hi: int32(end)}
+			v.Payload = Span{Lo: int32(i), Hi: int32(end)}
 			return v, true
 		}
-		if v.payload, i, ok = scanString(b, i, trusted); !ok {
+		if v.Payload, i, ok = scanString(b, i, trusted); !ok {
 			return v, false
 		}
 		i, ok = litAt(b, i-1, litClose2)
 		return v, ok && i == len(b)
 	case bytes.HasPrefix(b, []byte(litAckOpen)):
-		v.kind = KindAck
-		if v.consumr, i, ok = scanString(b, len(litAckOpen), trusted); !ok {
+		v.Kind = KindAck
+		if v.Consumer, i, ok = scanString(b, len(litAckOpen), trusted); !ok {
 			return v, false
 		}
 		if i, ok = litAt(b, i-1, litAckSeq); !ok {
 			return v, false
 		}
-		if v.seq, i, ok = parseUintAt(b, i); !ok {
+		if v.Seq, i, ok = parseUintAt(b, i); !ok {
 			return v, false
 		}
 		i, ok = litAt(b, i, litNumClose)
 		return v, ok && i == len(b)
 	case bytes.HasPrefix(b, []byte(litCreateOpen)):
-		v.kind = KindConsumerCreate
+		v.Kind = KindConsumerCreate
 		i = len(litCreateOpen)
 	case bytes.HasPrefix(b, []byte(litDeleteOpen)):
-		v.kind = KindConsumerDelete
+		v.Kind = KindConsumerDelete
 		i = len(litDeleteOpen)
 	default:
 		return v, false
 	}
-	if v.consumr, i, ok = scanString(b, i, trusted); !ok {
+	if v.Consumer, i, ok = scanString(b, i, trusted); !ok {
 		return v, false
 	}
 	i, ok = litAt(b, i-1, litClose2)
@@ -431,34 +537,34 @@ func parseUintAt(b []byte, i int) (uint64, int, bool) {
 }
 
 // scanString validates the JSON string whose contents start at b[i] (just
-// after the opening quote) and returns its span and the index just after
+// after the opening quote) and returns its Span and the index just after
 // the closing quote. It rejects raw control characters, malformed escapes,
 // lone surrogates and invalid UTF-8, so a body it accepts decodes to exactly
 // the text that was written. The closing quote and backslashes are found
 // with bytes.IndexByte (vectorized); the runs between are checked 8 bytes
 // at a time.
-func scanString(b []byte, i int, trusted bool) (span, int, bool) {
+func scanString(b []byte, i int, trusted bool) (Span, int, bool) {
 	start, esc := i, false
 	for {
 		q := bytes.IndexByte(b[i:], '"')
 		if q < 0 {
-			return span{}, i, false
+			return Span{}, i, false
 		}
 		q += i
 		bs := bytes.IndexByte(b[i:q], '\\')
 		if bs < 0 {
 			if !trusted && !validRun(b[i:q]) {
-				return span{}, i, false
+				return Span{}, i, false
 			}
-			return span{lo: int32(start), hi: int32(q), esc: esc}, q + 1, true
+			return Span{Lo: int32(start), Hi: int32(q), Esc: esc}, q + 1, true
 		}
 		bs += i
 		if !trusted && !validRun(b[i:bs]) {
-			return span{}, i, false
+			return Span{}, i, false
 		}
 		n, ok := validEscape(b, bs)
 		if !ok {
-			return span{}, i, false
+			return Span{}, i, false
 		}
 		esc = true
 		i = bs + n
@@ -556,9 +662,9 @@ func hex4(b []byte, i int) (rune, bool) {
 	return r, true
 }
 
-// unescape decodes the contents of a JSON string already validated by
+// Unescape decodes the contents of a JSON string already validated by
 // scanString.
-func unescape(raw []byte) string {
+func Unescape(raw []byte) string {
 	out := make([]byte, 0, len(raw))
 	for i := 0; i < len(raw); {
 		c := raw[i]
@@ -600,39 +706,39 @@ func unescape(raw []byte) string {
 	return string(out)
 }
 
-// str materializes a span of body as a string.
-func (sp span) str(body []byte) string {
-	raw := body[sp.lo:sp.hi]
-	if sp.esc {
-		return unescape(raw)
+// Text materializes a Span of body as a string.
+func (sp Span) Text(body []byte) string {
+	raw := body[sp.Lo:sp.Hi]
+	if sp.Esc {
+		return Unescape(raw)
 	}
 	return string(raw)
 }
 
-// frame materializes a view.
-func (v *bodyView) frame(body []byte) Frame {
-	f := Frame{Kind: v.kind, Seq: v.seq}
-	switch v.kind {
+// Frame materializes a view.
+func (v *View) Frame(body []byte) Frame {
+	f := Frame{Kind: v.Kind, Seq: v.Seq}
+	switch v.Kind {
 	case KindEvent:
-		f.ExecutionID = v.exec.str(body)
-		f.TransactionID = v.txn.str(body)
-		f.Payload = v.payload.str(body)
+		f.ExecutionID = v.Exec.Text(body)
+		f.TransactionID = v.Txn.Text(body)
+		f.Payload = v.Payload.Text(body)
 	default:
-		f.Consumer = v.consumr.str(body)
+		f.Consumer = v.Consumer.Text(body)
 	}
 	return f
 }
 
 func bodyErr(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{errBadBody}, args...)...)
+	return fmt.Errorf("%w: "+format, append([]any{ErrBadBody}, args...)...)
 }
 
-// decodeBodySlow decodes any valid JSON encoding of a frame variant:
+// DecodeBodySlow decodes any valid JSON encoding of a frame variant:
 // whitespace anywhere, fields in any order, unknown fields ignored (forward
 // compatibility). Field and variant names match exactly, as serde's do.
 // Invalid UTF-8 anywhere is refused rather than replaced, and strings are
-// decoded by scanString/unescape, so nothing is altered on the way.
-func decodeBodySlow(b []byte) (Frame, error) {
+// decoded by scanString/Unescape, so nothing is altered on the way.
+func DecodeBodySlow(b []byte) (Frame, error) {
 	if !utf8.Valid(b) {
 		return Frame{}, bodyErr("invalid UTF-8")
 	}
@@ -691,7 +797,7 @@ func jsonString(fields map[string]json.RawMessage, name string, err error) (stri
 	if !ok || end != len(raw) {
 		return "", bodyErr("field %q: malformed string", name)
 	}
-	return sp.str(raw), nil
+	return sp.Text(raw), nil
 }
 
 func jsonUint(fields map[string]json.RawMessage, name string, err error) (uint64, error) {
@@ -710,56 +816,56 @@ func jsonUint(fields map[string]json.RawMessage, name string, err error) (uint64
 	return v, nil
 }
 
-// decodeBody decodes a body, by the fast path when it is canonical.
-func decodeBody(body []byte) (Frame, error) {
-	if v, ok := parseBodyFast(body); ok {
-		return v.frame(body), nil
+// DecodeBody decodes a body, by the fast path when it is canonical.
+func DecodeBody(body []byte) (Frame, error) {
+	if v, ok := ParseFast(body); ok {
+		return v.Frame(body), nil
 	}
-	return decodeBodySlow(body)
+	return DecodeBodySlow(body)
 }
 
-// frameAt checks the frame starting at data[o]: header, length and CRC. It
+// At checks the frame starting at data[o]: header, length and CRC. It
 // returns the frame's total length and its body, or an error saying why no
 // valid frame starts there (for a CRC mismatch, with the length and body the
 // header claims). The body itself is not parsed.
-func frameAt(data []byte, o int) (int, []byte, error) {
+func At(data []byte, o int) (int, []byte, error) {
 	if len(data)-o < HeaderSize {
-		return 0, nil, errShortHeader
+		return 0, nil, ErrShortHeader
 	}
 	h := data[o : o+HeaderSize]
-	if m := le32(h); m != FrameMagic {
+	if m := le32(h); m != Magic {
 		if m == 0 {
-			return 0, nil, errZeroHeader
+			return 0, nil, ErrZeroHeader
 		}
-		return 0, nil, errBadMagic
+		return 0, nil, ErrBadMagic
 	}
 	n := le32(h[4:])
 	if n > MaxBodyLen {
-		return 0, nil, errBodyTooLong
+		return 0, nil, ErrBodyTooLong
 	}
 	if int64(n) > int64(len(data)-o-HeaderSize) {
-		return 0, nil, errShortBody
+		return 0, nil, ErrShortBody
 	}
 	if n == 0 {
 		// No variant has an empty body; a zero length (with a zero CRC,
 		// which an empty body would match) is what a lost sector leaves
 		// in a header that straddles two sectors.
-		return HeaderSize, data[o+HeaderSize : o+HeaderSize], errEmptyBody
+		return HeaderSize, data[o+HeaderSize : o+HeaderSize], ErrEmptyBody
 	}
 	body := data[o+HeaderSize : o+HeaderSize+int(n)]
 	if checksumIEEE(body) != le32(h[8:]) {
 		// The claimed extent is still returned: torn-tail analysis
 		// looks at it.
-		return HeaderSize + int(n), body, errCRC
+		return HeaderSize + int(n), body, ErrCRC
 	}
 	return HeaderSize + int(n), body, nil
 }
 
-// EncodeFrame appends the frame (header and body) to dst. The body is the
-// canonical compact JSON of SPEC §2, byte-identical to serde_json's. Strings
+// Encode appends the frame (header and body) to dst. The body is the
+// canonical compact JSON of FORMAT.md §2.3, byte-identical to serde_json's. Strings
 // must be valid UTF-8 (ErrInvalidInput otherwise; they are never altered);
 // identifiers are not checked against the store's rules here.
-func EncodeFrame(dst []byte, f *Frame) ([]byte, error) {
+func Encode(dst []byte, f *Frame) ([]byte, error) {
 	check := func(what, s string) error {
 		if !utf8.ValidString(s) {
 			return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalidInput, what)
@@ -772,12 +878,12 @@ func EncodeFrame(dst []byte, f *Frame) ([]byte, error) {
 		if err := errors.Join(check("execution_id", f.ExecutionID), check("transaction_id", f.TransactionID), check("payload", f.Payload)); err != nil {
 			return dst, err
 		}
-		n = eventFrameLen(f.Seq, f.ExecutionID, f.TransactionID, f.Payload)
+		n = EventLen(f.Seq, f.ExecutionID, f.TransactionID, f.Payload)
 	case KindConsumerCreate, KindAck, KindConsumerDelete:
 		if err := check("consumer", f.Consumer); err != nil {
 			return dst, err
 		}
-		n = HeaderSize + int64(len(litAckOpen)+len(litAckSeq)+len(litNumClose)+20) + escapedLen(f.Consumer)
+		n = HeaderSize + int64(len(litAckOpen)+len(litAckSeq)+len(litNumClose)+20) + EscapedLen(f.Consumer)
 	default:
 		return dst, fmt.Errorf("%w: unknown frame kind %d", ErrInvalidInput, f.Kind)
 	}
@@ -785,21 +891,21 @@ func EncodeFrame(dst []byte, f *Frame) ([]byte, error) {
 		return dst, fmt.Errorf("%w: frame body of %d bytes is over the %d-byte cap", ErrTooLarge, n-HeaderSize, MaxBodyLen)
 	}
 	if f.Kind == KindEvent {
-		return appendEventFrame(dst, f.Seq, f.ExecutionID, f.TransactionID, f.Payload), nil
+		return AppendEvent(dst, f.Seq, f.ExecutionID, f.TransactionID, f.Payload), nil
 	}
-	return appendConsumerFrame(dst, f.Kind, f.Consumer, f.Seq), nil
+	return AppendConsumer(dst, f.Kind, f.Consumer, f.Seq), nil
 }
 
-// DecodeFrame decodes the frame at the start of b and returns its length.
+// Decode decodes the frame at the start of b and returns its length.
 // Errors wrap ErrCorrupt: too few bytes, a bad magic, a length over the cap
 // or past the end of b, a CRC mismatch, or a body that is not valid JSON of
 // a known variant (unknown fields are ignored).
-func DecodeFrame(b []byte) (Frame, int, error) {
-	n, body, err := frameAt(b, 0)
+func Decode(b []byte) (Frame, int, error) {
+	n, body, err := At(b, 0)
 	if err != nil {
 		return Frame{}, 0, err
 	}
-	f, err := decodeBody(body)
+	f, err := DecodeBody(body)
 	if err != nil {
 		return Frame{}, 0, err
 	}
@@ -811,7 +917,7 @@ func DecodeFrame(b []byte) (Frame, int, error) {
 func Frames(b []byte) iter.Seq2[Frame, error] {
 	return func(yield func(Frame, error) bool) {
 		for o := 0; o < len(b); {
-			f, n, err := DecodeFrame(b[o:])
+			f, n, err := Decode(b[o:])
 			if err != nil {
 				yield(Frame{}, &CorruptionError{Offset: int64(o), Err: err})
 				return
@@ -833,29 +939,29 @@ func VerifySegment(segmentID uint64, b []byte, firstSeq uint64) (SegmentSummary,
 	var sum SegmentSummary
 	next := firstSeq
 	for o := 0; o < len(b); {
-		n, body, err := frameAt(b, o)
+		n, body, err := At(b, o)
 		if err != nil {
 			return sum, &CorruptionError{Segment: segmentID, Offset: int64(o), Err: err}
 		}
-		v, ok := parseBodyFast(body)
+		v, ok := ParseFast(body)
 		if !ok {
-			f, err := decodeBodySlow(body)
+			f, err := DecodeBodySlow(body)
 			if err != nil {
 				return sum, &CorruptionError{Segment: segmentID, Offset: int64(o), Err: err}
 			}
-			v = bodyView{kind: f.Kind, seq: f.Seq}
+			v = View{Kind: f.Kind, Seq: f.Seq}
 		}
-		if v.kind == KindEvent {
-			if next != 0 && v.seq != next {
+		if v.Kind == KindEvent {
+			if next != 0 && v.Seq != next {
 				return sum, &CorruptionError{Segment: segmentID, Offset: int64(o),
-					Err: fmt.Errorf("%w: expected %d, found %d", errSeqGap, next, v.seq)}
+					Err: fmt.Errorf("%w: expected %d, found %d", ErrSeqGap, next, v.Seq)}
 			}
 			if sum.Events == 0 {
-				sum.FirstSeq = v.seq
+				sum.FirstSeq = v.Seq
 			}
-			sum.LastSeq = v.seq
+			sum.LastSeq = v.Seq
 			sum.Events++
-			next = v.seq + 1
+			next = v.Seq + 1
 			if next == 0 { // sequence space exhausted
 				return sum, &CorruptionError{Segment: segmentID, Offset: int64(o), Err: fmt.Errorf("%w: sequence overflow", ErrCorrupt)}
 			}

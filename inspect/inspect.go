@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 
+	"github.com/bucketlog/bucketlog/frame"
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
@@ -72,7 +73,7 @@ func Dir(dir, bucket string) (Report, error) {
 		data, err := st.ReadRange(seg.ID, 0, seg.Size)
 		if err != nil {
 			rep.Problems = append(rep.Problems, fmt.Sprintf("segment %d: %v", seg.ID, err))
-		} else if sum, err := localseg.VerifySegment(seg.ID, data, 0); err != nil {
+		} else if sum, err := frame.VerifySegment(seg.ID, data, 0); err != nil {
 			rep.Problems = append(rep.Problems, err.Error())
 		} else {
 			is.Frames = sum.Frames
