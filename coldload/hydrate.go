@@ -7,8 +7,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -162,7 +160,7 @@ func Hydrate(ctx context.Context, b Reader, shard uint32, dir string, opts Optio
 		return rep, errors.New("coldload: no target directory")
 	}
 	dir = filepath.Clean(dir)
-	if n, ok := shardOfDir(filepath.Base(dir)); ok && n != uint64(shard) {
+	if n, ok := localseg.ShardOfDir(filepath.Base(dir)); ok && n != uint64(shard) {
 		return rep, fmt.Errorf("%w: %s is named for shard %d, not %d", ErrWrongShard, dir, n, shard)
 	}
 	fsys := opts.Store.FS
@@ -497,16 +495,6 @@ func adoptSegments(fsys localseg.FS, synced func(path string) bool, side, dir st
 		return fmt.Errorf("coldload: remove %s: %w", side, err)
 	}
 	return nil
-}
-
-// shardOfDir parses a shard directory name (shard-NNNN).
-func shardOfDir(base string) (uint64, bool) {
-	digits, ok := strings.CutPrefix(base, "shard-")
-	if !ok || digits == "" || strings.TrimLeft(digits, "0123456789") != "" {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(digits, 10, 32)
-	return n, err == nil
 }
 
 // checkEmpty refuses a target that holds anything; existed reports an

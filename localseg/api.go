@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/bucketlog/bucketlog/frame"
@@ -181,7 +183,22 @@ type ShardPair struct {
 }
 
 // ShardDir is the directory of a shard's store under root.
-func ShardDir(root string, shard int) string { return fmt.Sprintf("%s/shard-%04d", root, shard) }
+func ShardDir(root string, shard int) string {
+	return fmt.Sprintf("%s/"+shardDirPrefix+"%04d", root, shard)
+}
+
+const shardDirPrefix = "shard-"
+
+// ShardOfDir parses the base name of a shard directory (shard-NNNN, any
+// number of digits) and returns its shard; false for any other name.
+func ShardOfDir(base string) (uint64, bool) {
+	digits, ok := strings.CutPrefix(base, shardDirPrefix)
+	if !ok || digits == "" || strings.TrimLeft(digits, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(digits, 10, 32)
+	return n, err == nil
+}
 
 // SegmentFileName is the file name of segment id.
 func SegmentFileName(id uint64) string { return fmt.Sprintf("seg-%016d.eslog", id) }
