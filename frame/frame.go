@@ -229,7 +229,7 @@ func AppendConsumer(dst []byte, kind Kind, consumer string, seq uint64) []byte {
 		dst = appendEscapedContent(dst, consumer)
 		dst = append(dst, litClose2...)
 	default:
-		panic("localseg: AppendConsumer of " + kind.String())
+		panic("frame: AppendConsumer of " + kind.String())
 	}
 	putHeader(dst[h:])
 	return dst

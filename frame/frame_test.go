@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-// The golden vectors of SPEC §2. testdata/golden_frames.bin holds both
+// The golden vectors of docs/FORMAT.md §2.5. testdata/golden_frames.bin holds both
 // frames as an independent encoder (Python's json layout written by hand and
 // zlib.crc32) produced them.
 var goldenFrames = []struct {
