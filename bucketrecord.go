@@ -3,10 +3,10 @@ package bucketlog
 import (
 	"net/url"
 	"path"
-	"path/filepath"
 	"strings"
 
 	"github.com/bucketlog/bucketlog/blobtier"
+	"github.com/bucketlog/bucketlog/localseg"
 )
 
 // injectedBucketURL is what bucket.json records for a bucket handed to
@@ -41,7 +41,7 @@ func (l *Log) checkBucketRecord(rec bucketRecord, hasRec bool) error {
 	return usagef("shard directory %s ships to %s, not to %s: refusing to open it with another bucket "+
 		"(nothing was changed). To move the store to that bucket on purpose, stop every process on the shard, "+
 		"remove %s and open it with the new bucket",
-		l.dir, rec.URL, blobtier.Redact(now), filepath.Join(l.dir, bucketRecordName))
+		l.dir, rec.URL, blobtier.Redact(now), localseg.BucketRecordPath(l.dir))
 }
 
 // sameBucket reports whether two bucket URLs (either may be redacted) name

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/bucketlog/bucketlog/localseg"
 )
 
 // dirBytes is every file of dir (not LOCK) with its bytes.
@@ -91,7 +93,7 @@ func TestOpenRefusesAnotherBucket(t *testing.T) {
 	}
 	l.Close()
 	// Re-pointing on purpose: bucket.json removed, the new bucket opens.
-	if err := os.Remove(filepath.Join(dir, "shard-0000", bucketRecordName)); err != nil {
+	if err := os.Remove(localseg.BucketRecordPath(filepath.Join(dir, "shard-0000"))); err != nil {
 		t.Fatal(err)
 	}
 	urlB := "file://" + bc + "?create_dir=true&prefix=logs/&no_tmp_dir=true"

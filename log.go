@@ -2,14 +2,9 @@ package bucketlog
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,8 +59,6 @@ type OpenReport struct {
 type bucketRecord struct {
 	URL string `json:"url"`
 }
-
-const bucketRecordName = "bucket.json"
 
 // Open opens the owned shard (SPEC §7): recover the local store → read the
 // bucket's watermark and tip → hydrate an empty disk from the bucket →
@@ -366,37 +359,13 @@ func (c *coldStore) Close() error { c.cleanup(); return nil }
 // dirIsEmptyStore reports whether dir holds no store yet: no segment file
 // and no reclaim manifest.
 func dirIsEmptyStore(dir string) (bool, error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return true, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	for _, e := range entries {
-		n := e.Name()
-		if strings.HasPrefix(n, "seg-") || n == "reclaim.json" {
-			return false, nil
-		}
-	}
-	return true, nil
+	is, err := localseg.IsStore(dir)
+	return !is && err == nil, err
 }
 
 func readBucketRecord(dir string) (bucketRecord, bool, error) {
-	b, err := os.ReadFile(filepath.Join(dir, bucketRecordName))
-	if errors.Is(err, fs.ErrNotExist) {
-		return bucketRecord{}, false, nil
-	}
-	if err != nil {
-		return bucketRecord{}, false, err
-	}
-	var r bucketRecord
-	if err := json.Unmarshal(b, &r); err != nil {
-		// A damaged record still says the store ships; never treat it as
-		// "does not ship".
-		return bucketRecord{URL: "(unreadable bucket.json)"}, true, nil
-	}
-	return r, true, nil
+	url, ok, err := localseg.ReadBucketRecord(dir)
+	return bucketRecord{URL: url}, ok, err
 }
 
 // ShipsToBucket reports whether the shard directory records a bucket.
@@ -406,28 +375,5 @@ func ShipsToBucket(dir string) (string, bool) {
 }
 
 func writeBucketRecord(fsys localseg.FS, dir string, r bucketRecord) error {
-	data, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	tmp := filepath.Join(dir, bucketRecordName+".tmp")
-	f, err := fsys.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.WriteAt(data, 0); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := fsys.Rename(tmp, filepath.Join(dir, bucketRecordName)); err != nil {
-		return err
-	}
-	return fsys.SyncDir(dir)
+	return localseg.WriteBucketRecord(fsys, dir, r.URL)
 }

@@ -6,7 +6,7 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/bucketlog/bucketlog/localseg"
+	"github.com/bucketlog/bucketlog/frame"
 )
 
 // Which consumers exist after a restore (SPEC §7, issue 12 finding 6).
@@ -41,15 +41,15 @@ type consEffect struct {
 // value (nil) is the empty run; add and then need a non-nil map.
 type consEffects map[string]consEffect
 
-func (e consEffects) add(f *localseg.Frame) {
+func (e consEffects) add(f *frame.Frame) {
 	c := e[f.Consumer]
 	switch f.Kind {
-	case localseg.KindConsumerCreate:
+	case frame.KindConsumerCreate:
 		c.exists = true
-	case localseg.KindAck:
+	case frame.KindAck:
 		// An Ack also (re-)establishes its consumer, as on replay.
 		c.exists, c.ack = true, max(c.ack, f.Seq)
-	case localseg.KindConsumerDelete:
+	case frame.KindConsumerDelete:
 		c = consEffect{reset: true}
 	default:
 		return
@@ -100,7 +100,7 @@ func newConsumerTracker(split uint64) *consumerTracker {
 }
 
 // add records one consumer frame positioned after event pos.
-func (t *consumerTracker) add(pos uint64, f *localseg.Frame) {
+func (t *consumerTracker) add(pos uint64, f *frame.Frame) {
 	if pos < t.split {
 		t.before.add(f)
 	} else {
@@ -120,7 +120,7 @@ type segConsumers struct {
 // image. Event frames are skipped by their header (the image was verified:
 // sequences run from sum.FirstSeq without a hole); only the consumer frames
 // are decoded.
-func scanSegmentConsumers(data []byte, sum localseg.SegmentSummary, split uint64) (*segConsumers, error) {
+func scanSegmentConsumers(data []byte, sum frame.SegmentSummary, split uint64) (*segConsumers, error) {
 	if sum.Frames == sum.Events {
 		return nil, nil
 	}
@@ -128,26 +128,26 @@ func scanSegmentConsumers(data []byte, sum localseg.SegmentSummary, split uint64
 	eventPrefix := []byte(`{"Event":`)
 	last := sum.FirstSeq - 1 // the last event before the frame at off
 	for off := 0; off < len(data); {
-		if len(data)-off < localseg.HeaderSize {
+		if len(data)-off < frame.HeaderSize {
 			return nil, corruptf("frame header at offset %d runs past the end", off)
 		}
 		n := int(binary.LittleEndian.Uint32(data[off+4:]))
-		end := off + localseg.HeaderSize + n
+		end := off + frame.HeaderSize + n
 		if n < 0 || end > len(data) {
 			return nil, corruptf("frame at offset %d runs past the end", off)
 		}
-		body := data[off+localseg.HeaderSize : end]
+		body := data[off+frame.HeaderSize : end]
 		if bytes.HasPrefix(body, eventPrefix) {
 			last++
 			off = end
 			continue
 		}
-		f, _, err := localseg.DecodeFrame(data[off:end])
+		f, _, err := frame.Decode(data[off:end])
 		if err != nil {
 			return nil, frameErr(off, err)
 		}
 		switch {
-		case f.Kind == localseg.KindEvent:
+		case f.Kind == frame.KindEvent:
 			last++
 		case sum.Events == 0:
 			sc.all.add(&f)
@@ -183,7 +183,7 @@ func (t *consumerTracker) addSegment(sc *segConsumers, prevLast uint64) {
 // consumerPlan is what the restore appends so that the restored store's
 // consumers are the right ones.
 type consumerPlan struct {
-	frames  []localseg.Frame
+	frames  []frame.Frame
 	deleted []string
 	clamped []ClampedCursor
 	count   int
@@ -214,7 +214,7 @@ func planConsumers(t *consumerTracker, c map[string]uint64, tip uint64) consumer
 	t.after.apply(want)
 	for _, name := range slices.Sorted(maps.Keys(restored)) {
 		if _, ok := want[name]; !ok {
-			cp.frames = append(cp.frames, localseg.Frame{Kind: localseg.KindConsumerDelete, Consumer: name})
+			cp.frames = append(cp.frames, frame.Frame{Kind: frame.KindConsumerDelete, Consumer: name})
 			cp.deleted = append(cp.deleted, name)
 		}
 	}
@@ -222,10 +222,10 @@ func planConsumers(t *consumerTracker, c map[string]uint64, tip uint64) consumer
 		seq := want[name]
 		cur, ok := restored[name]
 		if !ok {
-			cp.frames = append(cp.frames, localseg.Frame{Kind: localseg.KindConsumerCreate, Consumer: name})
+			cp.frames = append(cp.frames, frame.Frame{Kind: frame.KindConsumerCreate, Consumer: name})
 		}
 		if seq > 0 && (!ok || seq > cur) {
-			cp.frames = append(cp.frames, localseg.Frame{Kind: localseg.KindAck, Consumer: name, Seq: seq})
+			cp.frames = append(cp.frames, frame.Frame{Kind: frame.KindAck, Consumer: name, Seq: seq})
 		}
 	}
 	cp.count = len(want)

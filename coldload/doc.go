@@ -105,7 +105,7 @@
 //
 //   - blobtier.Get checks every object's length and XXH64 against its
 //     metadata: a short, long or flipped object is an error naming the key.
-//   - localseg.VerifySegment checks every frame of a segment (magic, length,
+//   - frame.VerifySegment checks every frame of a segment (magic, length,
 //     CRC, JSON) and that its sequences are consecutive; tail objects get
 //     the same checks frame by frame, plus their first and last event
 //     against their key. Each object's frames are decoded once.

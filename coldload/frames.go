@@ -4,31 +4,32 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/bucketlog/bucketlog/frame"
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
 // decoded is one frame of a tail object with its exact bytes.
 type decoded struct {
-	f   localseg.Frame
+	f   frame.Frame
 	raw []byte
 }
 
 // decodeTail decodes and verifies a tail object: every frame's magic, CRC
-// and JSON (localseg.DecodeFrame), Event sequences consecutive, and the
+// and JSON (frame.Decode), Event sequences consecutive, and the
 // first and last Event equal to the key's sequences. It is the single
 // verification pass over a tail object's frames.
 func decodeTail(t tailObj, data []byte) ([]decoded, error) {
 	out := make([]decoded, 0, t.last-t.first+1)
 	expect := t.first
 	for off := 0; off < len(data); {
-		f, n, err := localseg.DecodeFrame(data[off:])
+		f, n, err := frame.Decode(data[off:])
 		if err != nil {
 			return nil, &ObjectError{Key: t.key, Err: frameErr(off, err)}
 		}
 		if n <= 0 || n > len(data)-off {
 			return nil, &ObjectError{Key: t.key, Err: corruptf("frame at offset %d has length %d", off, n)}
 		}
-		if f.Kind == localseg.KindEvent {
+		if f.Kind == frame.KindEvent {
 			if f.Seq != expect {
 				return nil, &ObjectError{Key: t.key, Err: corruptf("event sequence %d at offset %d, expected %d", f.Seq, off, expect)}
 			}
@@ -62,14 +63,14 @@ func frameErr(off int, err error) error {
 func eventIndex(data []byte, first uint64, events int) ([][2]int, error) {
 	idx := make([][2]int, 0, events)
 	for off := 0; off < len(data); {
-		f, n, err := localseg.DecodeFrame(data[off:])
+		f, n, err := frame.Decode(data[off:])
 		if err != nil {
 			return nil, frameErr(off, err)
 		}
 		if n <= 0 || n > len(data)-off {
 			return nil, corruptf("frame at offset %d has length %d", off, n)
 		}
-		if f.Kind == localseg.KindEvent {
+		if f.Kind == frame.KindEvent {
 			if f.Seq != first+uint64(len(idx)) {
 				return nil, corruptf("event sequence %d at offset %d, expected %d", f.Seq, off, first+uint64(len(idx)))
 			}

@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/bucketlog/bucketlog/blobtier"
+	"github.com/bucketlog/bucketlog/frame"
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
@@ -162,7 +160,7 @@ func Hydrate(ctx context.Context, b Reader, shard uint32, dir string, opts Optio
 		return rep, errors.New("coldload: no target directory")
 	}
 	dir = filepath.Clean(dir)
-	if n, ok := shardOfDir(filepath.Base(dir)); ok && n != uint64(shard) {
+	if n, ok := localseg.ShardOfDir(filepath.Base(dir)); ok && n != uint64(shard) {
 		return rep, fmt.Errorf("%w: %s is named for shard %d, not %d", ErrWrongShard, dir, n, shard)
 	}
 	fsys := opts.Store.FS
@@ -313,7 +311,7 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 	if p.hasMark && (p.mark.Seq > 0 || p.mark.Segment > 0) {
 		m := localseg.ReclaimManifest{ReclaimedThroughSeq: p.mark.Seq, ReclaimedThroughSegment: p.mark.Segment}
 		if err := localseg.WriteReclaimManifest(fsys, tmp, m); err != nil {
-			return rep, p, fmt.Errorf("coldload: write reclaim.json: %w", err)
+			return rep, p, fmt.Errorf("coldload: write the reclaim manifest: %w", err)
 		}
 	}
 
@@ -345,7 +343,7 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 	}
 	for _, it := range items[pre.n:] {
 		if it.written {
-			if err := fsys.Remove(filepath.Join(tmp, localseg.SegmentFileName(it.id))); err != nil {
+			if err := localseg.RemoveSegmentFile(fsys, tmp, it.id); err != nil {
 				return rep, p, fmt.Errorf("coldload: remove segment %d beyond the gap: %w", it.id, err)
 			}
 		}
@@ -411,7 +409,7 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 		return st, nil
 	}
 	phase = opts.Now()
-	tr, err := h.tailPhase(ctx, pre.lastSeq, opts.AllowPartial, func(frames []localseg.Frame) error {
+	tr, err := h.tailPhase(ctx, pre.lastSeq, opts.AllowPartial, func(frames []frame.Frame) error {
 		s, err := open()
 		if err != nil {
 			return err
@@ -486,79 +484,17 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 // the append store lives until its segments are adopted.
 const sideDir = "append"
 
-// adoptSegments moves the append store's segment files into dir, checking
-// they run consecutively from first, and removes the rest of the append
+// adoptSegments moves the append store's segment files into dir (they
+// must run consecutively from first) and removes the rest of the append
 // store (its manifest, checkpoint and lock describe the side store only).
 func adoptSegments(fsys localseg.FS, synced func(path string) bool, side, dir string, first uint64) error {
-	names, err := fsys.ReadDir(side)
-	if err != nil {
-		return fmt.Errorf("coldload: read %s: %w", side, err)
-	}
-	want := first
-	for _, name := range names {
-		digits, ok := strings.CutPrefix(name, "seg-")
-		if !ok {
-			continue
-		}
-		digits, ok = strings.CutSuffix(digits, ".eslog")
-		if !ok {
-			continue
-		}
-		id, err := strconv.ParseUint(digits, 10, 64)
-		if err != nil || name != localseg.SegmentFileName(id) {
-			continue
-		}
-		if id != want {
-			return fmt.Errorf("coldload: the append store holds segment %d, want %d", id, want)
-		}
-		want++
-		from := filepath.Join(side, name)
-		if !synced(filepath.Clean(from)) {
-			// A file the side store never closed after writing: make it
-			// durable here (defensive; localseg closes every segment).
-			if err := syncFile(fsys, from); err != nil {
-				return fmt.Errorf("coldload: fsync segment %d: %w", id, err)
-			}
-		}
-		if err := fsys.Rename(from, filepath.Join(dir, name)); err != nil {
-			return fmt.Errorf("coldload: move segment %d: %w", id, err)
-		}
-		// Its index file, when the append store left one: a cache the
-		// first read uses only if the segment still hashes to its
-		// digest, so a failure to move it costs that read a full parse.
-		idx := localseg.SegmentIndexFileName(id)
-		_ = fsys.Rename(filepath.Join(side, idx), filepath.Join(dir, idx))
-	}
-	if want == first {
-		return fmt.Errorf("coldload: the append store holds no segment")
+	if err := localseg.ImportSegments(fsys, synced, side, dir, first); err != nil {
+		return fmt.Errorf("coldload: adopt the append store's segments: %w", err)
 	}
 	if err := removeAll(fsys, side); err != nil {
 		return fmt.Errorf("coldload: remove %s: %w", side, err)
 	}
 	return nil
-}
-
-// syncFile fsyncs the file at path.
-func syncFile(fsys localseg.FS, path string) error {
-	f, err := fsys.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-// shardOfDir parses a shard directory name (shard-NNNN).
-func shardOfDir(base string) (uint64, bool) {
-	digits, ok := strings.CutPrefix(base, "shard-")
-	if !ok || digits == "" || strings.TrimLeft(digits, "0123456789") != "" {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(digits, 10, 32)
-	return n, err == nil
 }
 
 // checkEmpty refuses a target that holds anything; existed reports an
@@ -577,9 +513,6 @@ func checkEmpty(fsys localseg.FS, dir string) (existed bool, err error) {
 	return true, nil
 }
 
-// storeLockName is the writer lock file a store takes first (localseg).
-const storeLockName = "LOCK"
-
 // adoptUnstarted makes a target that holds nothing but a store's LOCK file
 // count as empty. A writable store takes its lock before it creates its
 // first segment, so a crash or a full disk in between leaves exactly that
@@ -593,10 +526,10 @@ func adoptUnstarted(fsys localseg.FS, dir string, notEmpty error) (existed bool,
 	if err != nil {
 		return true, fmt.Errorf("coldload: read %s: %w", dir, err)
 	}
-	if len(names) != 1 || names[0] != storeLockName {
+	if len(names) != 1 || !localseg.IsLockFile(names[0]) {
 		return true, notEmpty
 	}
-	path := filepath.Join(dir, storeLockName)
+	path := localseg.LockPath(dir)
 	l, err := fsys.Lock(path)
 	if err != nil {
 		return true, fmt.Errorf("coldload: %s holds a store being created by a live writer: %w", dir, err)

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/bucketlog/bucketlog/frame"
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
@@ -20,7 +21,7 @@ type segItem struct {
 	probe bool
 
 	done    bool // read (or failed); guarded by the checker's mutex after start
-	sum     localseg.SegmentSummary
+	sum     frame.SegmentSummary
 	cons    *segConsumers // its consumer frames (Hydrate with a cursor object)
 	err     error
 	written bool
@@ -83,7 +84,7 @@ func (h *run) fetchSegments(ctx context.Context, items []*segItem) {
 }
 
 // fetchSegment reads one segment object (blobtier checks length and
-// digest), verifies every frame (localseg.VerifySegment: magic, length, CRC,
+// digest), verifies every frame (frame.VerifySegment: magic, length, CRC,
 // JSON, consecutive sequences), checks any tail objects that overlap it, and
 // writes the file.
 func (h *run) fetchSegment(ctx context.Context, it *segItem) {
@@ -93,7 +94,7 @@ func (h *run) fetchSegment(ctx context.Context, it *segItem) {
 		return
 	}
 	h.read(len(data), -1)
-	sum, err := localseg.VerifySegment(it.id, data, 0)
+	sum, err := frame.VerifySegment(it.id, data, 0)
 	if err != nil {
 		it.err = &ObjectError{Key: it.key, Err: err}
 		return
@@ -159,7 +160,7 @@ func (h *run) compareTails(ctx context.Context, it *segItem, data []byte) {
 			continue
 		}
 		for _, d := range frames {
-			if d.f.Kind != localseg.KindEvent || d.f.Seq < lo || d.f.Seq > hi {
+			if d.f.Kind != frame.KindEvent || d.f.Seq < lo || d.f.Seq > hi {
 				continue
 			}
 			r := idx[d.f.Seq-it.sum.FirstSeq]

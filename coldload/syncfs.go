@@ -3,7 +3,6 @@ package coldload
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 
 	"github.com/bucketlog/bucketlog/localseg"
@@ -30,7 +29,7 @@ func (d *deferSyncFS) OpenFile(name string, flag int, perm os.FileMode) (localse
 		return nil, err
 	}
 	base := filepath.Base(name)
-	segment := strings.HasPrefix(base, "seg-") && strings.HasSuffix(base, ".eslog")
+	segment := localseg.IsSegmentFile(base)
 	return &deferSyncFile{File: f, fs: d, name: filepath.Clean(name), segment: segment && flag&(os.O_WRONLY|os.O_RDWR) != 0}, nil
 }
 

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/bucketlog/bucketlog/localseg"
+	"github.com/bucketlog/bucketlog/frame"
 )
 
 // flushBytes is how many bytes of recovered frames the tail phase gathers
@@ -77,7 +77,7 @@ func (w *window) get(seq uint64) (ref, bool) {
 //
 // Consumer frames ride along: those positioned after the last event already
 // recovered are kept, those among dropped events are dropped with them.
-func (h *run) tailPhase(ctx context.Context, start uint64, allowPartial bool, apply func([]localseg.Frame) error) (tailResult, error) {
+func (h *run) tailPhase(ctx context.Context, start uint64, allowPartial bool, apply func([]frame.Frame) error) (tailResult, error) {
 	res := tailResult{cursor: start}
 	var todo []int
 	for i, t := range h.p.tails {
@@ -89,7 +89,7 @@ func (h *run) tailPhase(ctx context.Context, start uint64, allowPartial bool, ap
 	}
 	var (
 		win              window
-		pending          []localseg.Frame
+		pending          []frame.Frame
 		pendingBytes     int
 		prevKey          string
 		fromKey, thruKey string // the objects the pending frames come from
@@ -129,7 +129,7 @@ func (h *run) tailPhase(ctx context.Context, start uint64, allowPartial bool, ap
 		kept := 0
 		var keep []decoded
 		for _, d := range frames {
-			if d.f.Kind != localseg.KindEvent {
+			if d.f.Kind != frame.KindEvent {
 				if lastEvent >= from {
 					keep = append(keep, d)
 				}
@@ -157,7 +157,7 @@ func (h *run) tailPhase(ctx context.Context, start uint64, allowPartial bool, ap
 		res.used++
 		res.records += kept
 		for _, d := range keep {
-			if d.f.Kind == localseg.KindEvent {
+			if d.f.Kind == frame.KindEvent {
 				win.add(d.f.Seq, ref{key: t.key, raw: d.raw})
 				res.cursor = d.f.Seq
 			} else if h.cons != nil {

@@ -3,7 +3,7 @@ package coldload
 import (
 	"context"
 
-	"github.com/bucketlog/bucketlog/localseg"
+	"github.com/bucketlog/bucketlog/frame"
 )
 
 // checkWatermark cross-checks the reclaim watermark against the bucket's
@@ -44,7 +44,7 @@ func (p *plan) checkWatermark(ctx context.Context, r Reader) *WatermarkAheadErro
 		// object that cannot be read or verified vouches for nothing.
 		data, _, err := r.Get(ctx, p.markSeg.key)
 		if err == nil {
-			if sum, err := localseg.VerifySegment(p.markSeg.id, data, 0); err == nil && sum.Events > 0 {
+			if sum, err := frame.VerifySegment(p.markSeg.id, data, 0); err == nil && sum.Events > 0 {
 				if sum.LastSeq == m.Seq {
 					return nil
 				}

@@ -9,8 +9,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 
+	"github.com/bucketlog/bucketlog/frame"
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
@@ -52,8 +52,8 @@ func Dir(dir, bucket string) (Report, error) {
 		return rep, nil
 	}
 	rep.Exists = true
-	rep.Checkpoint = rawJSON(filepath.Join(dir, "checkpoint.json"))
-	rep.Reclaim = rawJSON(filepath.Join(dir, "reclaim.json"))
+	rep.Checkpoint = rawJSON(localseg.ReadCheckpointFile(dir))
+	rep.Reclaim = rawJSON(localseg.ReadReclaimManifestFile(dir))
 	st, err := localseg.Open(dir, localseg.Options{ReadOnly: true})
 	if err != nil {
 		rep.Problems = append(rep.Problems, err.Error())
@@ -73,7 +73,7 @@ func Dir(dir, bucket string) (Report, error) {
 		data, err := st.ReadRange(seg.ID, 0, seg.Size)
 		if err != nil {
 			rep.Problems = append(rep.Problems, fmt.Sprintf("segment %d: %v", seg.ID, err))
-		} else if sum, err := localseg.VerifySegment(seg.ID, data, 0); err != nil {
+		} else if sum, err := frame.VerifySegment(seg.ID, data, 0); err != nil {
 			rep.Problems = append(rep.Problems, err.Error())
 		} else {
 			is.Frames = sum.Frames
@@ -83,9 +83,8 @@ func Dir(dir, bucket string) (Report, error) {
 	return rep, nil
 }
 
-func rawJSON(path string) json.RawMessage {
-	b, err := os.ReadFile(path)
-	if err != nil {
+func rawJSON(b []byte, err error) json.RawMessage {
+	if b == nil || err != nil {
 		return json.RawMessage("null")
 	}
 	// checkpoint.json may be padded with blanks; only valid JSON is shown.

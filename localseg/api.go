@@ -7,15 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
-)
 
-// Wire format constants: part of the wire format; do not change.
-const (
-	FrameMagic uint32 = 0xE5DB0001
-	HeaderSize        = 12
-	// MaxBodyLen is the largest body a reader accepts.
-	MaxBodyLen = 64 << 20
+	"github.com/bucketlog/bucketlog/frame"
 )
 
 // Store limits.
@@ -31,12 +27,16 @@ const (
 
 // Errors. Callers test them with errors.Is.
 var (
-	ErrInvalidInput = errors.New("localseg: invalid input")
-	ErrTooLarge     = fmt.Errorf("%w: event too large", ErrInvalidInput)
+	// ErrInvalidInput and ErrTooLarge are frame's (its encoder refuses
+	// with them), so both packages' errors match either name.
+	ErrInvalidInput = frame.ErrInvalidInput
+	ErrTooLarge     = frame.ErrTooLarge
 	ErrInvalidState = errors.New("localseg: invalid state")
 	// ErrUnknownConsumer is also an ErrInvalidState.
 	ErrUnknownConsumer = fmt.Errorf("%w: unknown consumer", ErrInvalidState)
-	ErrCorrupt         = errors.New("localseg: corrupt")
+	// ErrCorrupt is frame.ErrCorrupt: a corrupt frame and a corrupt store
+	// file are one class.
+	ErrCorrupt = frame.ErrCorrupt
 	// ErrLostState reports a store whose own durable records (checkpoint,
 	// index files, reclaim.json) show more than its segment files hold: a
 	// file was lost. It is also an ErrInvalidState.
@@ -51,42 +51,6 @@ var (
 	// (0, or above the tip).
 	ErrNotFound = errors.New("localseg: no such sequence")
 )
-
-// CorruptionError names the segment and byte offset of a corrupt frame.
-// errors.Is(err, ErrCorrupt) holds for it.
-type CorruptionError struct {
-	Segment uint64
-	Offset  int64
-	Err     error
-}
-
-func (e *CorruptionError) Error() string {
-	return fmt.Sprintf("localseg: corrupt segment %d at offset %d: %v", e.Segment, e.Offset, e.Err)
-}
-func (e *CorruptionError) Unwrap() error        { return e.Err }
-func (e *CorruptionError) Is(target error) bool { return target == ErrCorrupt }
-
-// FrameKind is the variant of a frame.
-type FrameKind uint8
-
-const (
-	KindEvent FrameKind = iota + 1
-	KindConsumerCreate
-	KindAck
-	KindConsumerDelete
-)
-
-// Frame is one decoded frame. Which fields are meaningful depends on Kind:
-// Event uses Seq, ExecutionID, TransactionID, Payload; ConsumerCreate and
-// ConsumerDelete use Consumer; Ack uses Consumer and Seq.
-type Frame struct {
-	Kind          FrameKind
-	Seq           uint64
-	ExecutionID   string
-	TransactionID string
-	Payload       string
-	Consumer      string
-}
 
 // Event is an event to append. Identifiers are trimmed and validated.
 type Event struct {
@@ -219,13 +183,22 @@ type ShardPair struct {
 }
 
 // ShardDir is the directory of a shard's store under root.
-func ShardDir(root string, shard int) string { return fmt.Sprintf("%s/shard-%04d", root, shard) }
+func ShardDir(root string, shard int) string {
+	return fmt.Sprintf("%s/"+shardDirPrefix+"%04d", root, shard)
+}
+
+const shardDirPrefix = "shard-"
+
+// ShardOfDir parses the base name of a shard directory (shard-NNNN, any
+// number of digits) and returns its shard; false for any other name.
+func ShardOfDir(base string) (uint64, bool) {
+	digits, ok := strings.CutPrefix(base, shardDirPrefix)
+	if !ok || digits == "" || strings.TrimLeft(digits, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(digits, 10, 32)
+	return n, err == nil
+}
 
 // SegmentFileName is the file name of segment id.
 func SegmentFileName(id uint64) string { return fmt.Sprintf("seg-%016d.eslog", id) }
-
-// SegmentSummary describes a verified segment image.
-type SegmentSummary struct {
-	Frames, Events    int
-	FirstSeq, LastSeq uint64
-}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/bucketlog/bucketlog/frame"
 )
 
 // Group commit.
@@ -202,7 +204,7 @@ func (s *Store) enqueueEventLocked(v *validEvent, seq uint64) {
 func (s *Store) enqueueConsumerLocked(kind FrameKind, name string, seq uint64) uint64 {
 	b := s.pend
 	start := len(b.buf)
-	b.buf = appendConsumerFrame(b.buf, kind, name, seq)
+	b.buf = frame.AppendConsumer(b.buf, kind, name, seq)
 	b.items = append(b.items, item{start: start, end: len(b.buf), kind: kind, seq: seq, name: name})
 	return b.gen
 }

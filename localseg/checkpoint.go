@@ -7,6 +7,8 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+
+	"github.com/bucketlog/bucketlog/frame"
 )
 
 // checkpoint is the content of checkpoint.json: a cache of the state an
@@ -56,7 +58,7 @@ func appendCheckpointBody(dst []byte, eventCount, activeID uint64, activeLen int
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendEscaped(dst, n)
+		dst = frame.AppendEscaped(dst, n)
 	}
 	dst = append(dst, `],"consumer_acks":{`...)
 	first := true
@@ -69,7 +71,7 @@ func appendCheckpointBody(dst []byte, eventCount, activeID uint64, activeLen int
 			dst = append(dst, ',')
 		}
 		first = false
-		dst = appendEscaped(dst, n)
+		dst = frame.AppendEscaped(dst, n)
 		dst = append(dst, ':')
 		dst = strconv.AppendUint(dst, c, 10)
 	}

@@ -215,6 +215,7 @@
 // the next group. Reads copy locations under the mutex and read files
 // without it. A writable store holds an exclusive flock on LOCK; a second
 // writable Open fails at once with ErrLocked. The package functions
-// (EncodeFrame, DecodeFrame, Frames, VerifySegment, WriteSegmentFile, the
-// manifest functions) are safe for concurrent use on distinct data.
+// (EncodeFrame, DecodeFrame, Frames, VerifySegment, which are package
+// frame's codec under the store's names; WriteSegmentFile, the manifest
+// functions) are safe for concurrent use on distinct data.
 package localseg

@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"sort"
 	"sync"
+
+	"github.com/bucketlog/bucketlog/frame"
 )
 
 // ensureIndex builds the read index if it is not built yet. After an O(1)
@@ -235,7 +237,7 @@ func (s *Store) readLocsInto(locs []loc, out []Record) error {
 			}
 			n := int64(le32(hdr[4:]))
 			if le32(hdr[:]) != FrameMagic || n > MaxBodyLen || start+HeaderSize+n > end {
-				return &CorruptionError{Segment: locs[i].seg, Offset: start, Err: errBadMagic}
+				return &CorruptionError{Segment: locs[i].seg, Offset: start, Err: frame.ErrBadMagic}
 			}
 			end = start + HeaderSize + n
 		}
@@ -269,7 +271,7 @@ func (s *Store) readLocsInto(locs []loc, out []Record) error {
 // event l.seq, into rec; page is string(b). It writes rec in place (a
 // record is too large to return and copy a million times cheaply).
 func decodeRecord(rec *Record, b []byte, page string, o int, l *loc) error {
-	_, body, err := frameAt(b, o)
+	_, body, err := frame.At(b, o)
 	if err != nil {
 		return &CorruptionError{Segment: l.seg, Offset: l.off, Err: err}
 	}
@@ -277,27 +279,27 @@ func decodeRecord(rec *Record, b []byte, page string, o int, l *loc) error {
 	// written by this package's encoder) and its CRC still matches: only
 	// locate its strings (by the layout alone when the replay found no
 	// escape in the segment).
-	var v bodyView
+	var v frame.View
 	ok := false
 	if l.plain {
-		ok = parseEventPlain(body, &v)
+		ok = frame.ParseEventPlain(body, &v)
 	}
 	if !ok {
-		v, ok = parseBodyTrusted(body)
+		v, ok = frame.ParseTrusted(body)
 	}
 	seq := uint64(0) // not an event: reported below
-	if ok && v.kind == KindEvent {
+	if ok && v.Kind == KindEvent {
 		at := o + HeaderSize
-		field := func(sp span) string {
-			if sp.esc {
-				return unescape(body[sp.lo:sp.hi])
+		field := func(sp frame.Span) string {
+			if sp.Esc {
+				return frame.Unescape(body[sp.Lo:sp.Hi])
 			}
-			return page[at+int(sp.lo) : at+int(sp.hi)]
+			return page[at+int(sp.Lo) : at+int(sp.Hi)]
 		}
-		seq = v.seq
-		rec.Seq, rec.ExecutionID, rec.TransactionID, rec.Payload = v.seq, field(v.exec), field(v.txn), field(v.payload)
+		seq = v.Seq
+		rec.Seq, rec.ExecutionID, rec.TransactionID, rec.Payload = v.Seq, field(v.Exec), field(v.Txn), field(v.Payload)
 	} else {
-		f, err := decodeBody(body)
+		f, err := frame.DecodeBody(body)
 		if err != nil {
 			return &CorruptionError{Segment: l.seg, Offset: l.off, Err: err}
 		}

@@ -2,12 +2,14 @@ package localseg
 
 import (
 	"fmt"
-	"github.com/cespare/xxhash/v2"
 	"io"
 	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/bucketlog/bucketlog/frame"
+	"github.com/cespare/xxhash/v2"
 )
 
 // Replay of whole ranges of segments, in parallel.
@@ -83,18 +85,18 @@ func (p *piece) add(body []byte, off int64) error {
 	}
 	// A body laid out by another writer, or with an escape, cannot be
 	// read by the layout alone.
-	if v.kind == KindEvent && (!fast || v.exec.esc || v.txn.esc || v.payload.esc) {
+	if v.Kind == KindEvent && (!fast || v.Exec.Esc || v.Txn.Esc || v.Payload.Esc) {
 		p.offs.plain = false
 	}
-	if v.kind != KindEvent {
-		p.cons = append(p.cons, consFrame{kind: v.kind, name: string(consumer), seq: v.seq})
+	if v.Kind != KindEvent {
+		p.cons = append(p.cons, consFrame{kind: v.Kind, name: string(consumer), seq: v.Seq})
 		return nil
 	}
-	if p.n > 0 && v.seq != p.first+uint64(p.n) {
-		return fmt.Errorf("%w: expected %d, found %d", errSeqGap, p.first+uint64(p.n), v.seq)
+	if p.n > 0 && v.Seq != p.first+uint64(p.n) {
+		return fmt.Errorf("%w: expected %d, found %d", frame.ErrSeqGap, p.first+uint64(p.n), v.Seq)
 	}
 	if p.n == 0 {
-		p.first, p.firstOff = v.seq, off
+		p.first, p.firstOff = v.Seq, off
 	}
 	p.n++
 	p.offs.put(off)
@@ -164,10 +166,10 @@ func scanRange(open openSegFunc, rg segRange, buf []byte, h *xxhash.Digest) (*pi
 		last := pos+int64(len(data)) == rg.to
 		o := 0
 		for o < len(data) {
-			n, body, err := frameAt(data, o)
+			n, body, err := frame.At(data, o)
 			if err == nil {
 				err = p.add(body, pos+int64(o))
-			} else if !last && (err == errShortHeader || err == errShortBody) {
+			} else if !last && (err == frame.ErrShortHeader || err == frame.ErrShortBody) {
 				break // the frame continues past this chunk
 			}
 			if err != nil {
@@ -178,7 +180,7 @@ func scanRange(open openSegFunc, rg segRange, buf []byte, h *xxhash.Digest) (*pi
 		}
 		if o == 0 {
 			// One frame larger than the buffer (its length is below the
-			// cap, or frameAt would have refused it): make room for it.
+			// cap, or frame.At would have refused it): make room for it.
 			buf = make([]byte, HeaderSize+int(le32(data[4:])))
 			continue
 		}
@@ -200,7 +202,7 @@ func scanRange(open openSegFunc, rg segRange, buf []byte, h *xxhash.Digest) (*pi
 // or the piece's own (which lies after all of its events).
 func (r *replay) stitch(p *piece) error {
 	if p.n > 0 && p.first != r.tip+1 {
-		return &CorruptionError{Segment: p.id, Offset: p.firstOff, Err: fmt.Errorf("%w: expected %d, found %d", errSeqGap, r.tip+1, p.first)}
+		return &CorruptionError{Segment: p.id, Offset: p.firstOff, Err: fmt.Errorf("%w: expected %d, found %d", frame.ErrSeqGap, r.tip+1, p.first)}
 	}
 	if p.n > 0 {
 		r.tip = p.first + uint64(p.n) - 1

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/bucketlog/bucketlog/frame"
 )
 
 // replay rebuilds the store's state from frames: the tip (gapless from the
@@ -28,18 +30,18 @@ type replay struct {
 // the execution id of an event or the consumer of a consumer frame. fast
 // reports the layout this package's encoder writes, whose spans v also
 // holds; other valid layouts take the general decoder.
-func bodyFields(body []byte) (v bodyView, exec, consumer []byte, fast bool, err error) {
-	if v, fast = parseBodyFast(body); fast {
-		if v.kind == KindEvent {
-			return v, spanBytes(body, v.exec), nil, true, nil
+func bodyFields(body []byte) (v frame.View, exec, consumer []byte, fast bool, err error) {
+	if v, fast = frame.ParseFast(body); fast {
+		if v.Kind == KindEvent {
+			return v, spanBytes(body, v.Exec), nil, true, nil
 		}
-		return v, nil, spanBytes(body, v.consumr), true, nil
+		return v, nil, spanBytes(body, v.Consumer), true, nil
 	}
-	f, err := decodeBodySlow(body)
+	f, err := frame.DecodeBodySlow(body)
 	if err != nil {
-		return bodyView{}, nil, nil, false, err
+		return frame.View{}, nil, nil, false, err
 	}
-	v.kind, v.seq = f.Kind, f.Seq
+	v.Kind, v.Seq = f.Kind, f.Seq
 	return v, []byte(f.ExecutionID), []byte(f.Consumer), false, nil
 }
 
@@ -49,17 +51,17 @@ func (r *replay) apply(id uint64, off int64, body []byte) error {
 	if err != nil {
 		return err
 	}
-	switch v.kind {
+	switch v.Kind {
 	case KindEvent:
-		if v.seq != r.tip+1 {
-			return fmt.Errorf("%w: expected %d, found %d", errSeqGap, r.tip+1, v.seq)
+		if v.Seq != r.tip+1 {
+			return fmt.Errorf("%w: expected %d, found %d", frame.ErrSeqGap, r.tip+1, v.Seq)
 		}
-		r.tip = v.seq
+		r.tip = v.Seq
 		if r.first == 0 {
-			r.first = v.seq
+			r.first = v.Seq
 		}
 		if r.idx != nil {
-			r.idx.addBytes(id, v.seq, off, exec)
+			r.idx.addBytes(id, v.Seq, off, exec)
 		}
 	case KindConsumerCreate:
 		if _, ok := r.cons[string(consumer)]; !ok {
@@ -68,8 +70,8 @@ func (r *replay) apply(id uint64, off int64, body []byte) error {
 	case KindAck:
 		// An Ack also (re-)establishes its consumer: reclaim writes Acks
 		// forward so consumers outlive the segments that created them.
-		if cur, ok := r.cons[string(consumer)]; !ok || v.seq > cur {
-			r.cons[string(consumer)] = v.seq
+		if cur, ok := r.cons[string(consumer)]; !ok || v.Seq > cur {
+			r.cons[string(consumer)] = v.Seq
 		}
 	case KindConsumerDelete:
 		delete(r.cons, string(consumer))
@@ -78,11 +80,11 @@ func (r *replay) apply(id uint64, off int64, body []byte) error {
 	return nil
 }
 
-func spanBytes(body []byte, sp span) []byte {
-	if sp.esc {
-		return []byte(unescape(body[sp.lo:sp.hi]))
+func spanBytes(body []byte, sp frame.Span) []byte {
+	if sp.Esc {
+		return []byte(frame.Unescape(body[sp.Lo:sp.Hi]))
 	}
-	return body[sp.lo:sp.hi]
+	return body[sp.Lo:sp.Hi]
 }
 
 // walkTail replays the highest segment, whose bytes [base, EOF) are data,
@@ -92,7 +94,7 @@ func spanBytes(body []byte, sp span) []byte {
 // there can be torn.
 func (r *replay) walkTail(id uint64, data []byte, base, ckLen int64) (int64, error) {
 	for o := 0; o < len(data); {
-		n, body, err := frameAt(data, o)
+		n, body, err := frame.At(data, o)
 		if err == nil {
 			if aerr := r.apply(id, base+int64(o), body); aerr != nil {
 				// A whole frame (its CRC matched): never a torn write.
@@ -145,15 +147,15 @@ func isTornTail(data []byte, o int, base, ckLen int64) bool {
 	}
 	trusted := ckLen >= 0
 	for p := o; ; {
-		n, body, err := frameAt(data, p)
+		n, body, err := frame.At(data, p)
 		switch {
 		case err == nil:
 			return false
-		case errors.Is(err, errShortHeader), errors.Is(err, errZeroHeader):
+		case errors.Is(err, frame.ErrShortHeader), errors.Is(err, frame.ErrZeroHeader):
 			return true
-		case errors.Is(err, errBodyTooLong), errors.Is(err, errShortBody):
+		case errors.Is(err, frame.ErrBodyTooLong), errors.Is(err, frame.ErrShortBody):
 			return !validFrameIn(data, p+1, len(data))
-		case errors.Is(err, errBadMagic):
+		case errors.Is(err, frame.ErrBadMagic):
 			if !magicTornLike(data[p : p+4]) {
 				return false
 			}
@@ -218,7 +220,7 @@ func validFrameIn(data []byte, from, to int) bool {
 			return false
 		}
 		q := from + j
-		if _, _, err := frameAt(data, q); err == nil {
+		if _, _, err := frame.At(data, q); err == nil {
 			return true
 		}
 		from = q + 1
@@ -735,7 +737,7 @@ func probeFirstEvent(f File, id uint64, size int64) (uint64, error) {
 		rel := o - at
 		if buf == nil || rel+HeaderSize > int64(len(buf)) {
 			if size-o < HeaderSize {
-				return 0, &CorruptionError{Segment: id, Offset: o, Err: errShortHeader}
+				return 0, &CorruptionError{Segment: id, Offset: o, Err: frame.ErrShortHeader}
 			}
 			if err := read(o, min(size-o, chunk)); err != nil {
 				return 0, err
@@ -744,9 +746,9 @@ func probeFirstEvent(f File, id uint64, size int64) (uint64, error) {
 		}
 		need := HeaderSize + int64(le32(buf[rel+4:]))
 		if need > MaxBodyLen+HeaderSize || o+need > size {
-			_, _, err := frameAt(buf[rel:rel+HeaderSize], 0)
-			if err == nil || errors.Is(err, errShortBody) {
-				err = errShortBody
+			_, _, err := frame.At(buf[rel:rel+HeaderSize], 0)
+			if err == nil || errors.Is(err, frame.ErrShortBody) {
+				err = frame.ErrShortBody
 			}
 			return 0, &CorruptionError{Segment: id, Offset: o, Err: err}
 		}
@@ -756,15 +758,15 @@ func probeFirstEvent(f File, id uint64, size int64) (uint64, error) {
 			}
 			continue
 		}
-		n, body, err := frameAt(buf, int(rel))
+		n, body, err := frame.At(buf, int(rel))
 		if err != nil {
 			return 0, &CorruptionError{Segment: id, Offset: o, Err: err}
 		}
-		if v, ok := parseBodyFast(body); ok {
-			if v.kind == KindEvent {
-				return v.seq, nil
+		if v, ok := frame.ParseFast(body); ok {
+			if v.Kind == KindEvent {
+				return v.Seq, nil
 			}
-		} else if fr, err := decodeBodySlow(body); err != nil {
+		} else if fr, err := frame.DecodeBodySlow(body); err != nil {
 			return 0, &CorruptionError{Segment: id, Offset: o, Err: err}
 		} else if fr.Kind == KindEvent {
 			return fr.Seq, nil

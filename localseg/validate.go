@@ -2,9 +2,10 @@ package localseg
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/bucketlog/bucketlog/frame"
 )
 
 // validEvent is an event that passed validation, with its execution id
@@ -22,31 +23,11 @@ type validEvent struct {
 
 // appendFrame appends the event's frame with sequence seq.
 func (v *validEvent) appendFrame(dst []byte, seq uint64) []byte {
-	h := len(dst)
-	dst = append(dst, zeroHeader[:]...)
-	dst = append(dst, litEventOpen...)
-	dst = strconv.AppendUint(dst, seq, 10)
-	dst = append(dst, litExecID...)
-	dst = append(dst, v.exec...)
-	dst = append(dst, litTxnID...)
-	if v.escTxn {
-		dst = appendEscapedContent(dst, v.txn)
-	} else {
-		dst = append(dst, v.txn...)
-	}
-	dst = append(dst, litPayload...)
-	if v.escPayload {
-		dst = appendEscapedContent(dst, v.payload)
-	} else {
-		dst = append(dst, v.payload...)
-	}
-	dst = append(dst, litClose2...)
-	putHeader(dst[h:])
-	return dst
+	return frame.AppendEventEscaped(dst, seq, v.exec, v.txn, v.escTxn, v.payload, v.escPayload)
 }
 
 // frameLen is the length of the event's frame with sequence seq.
-func (v *validEvent) frameLen(seq uint64) int64 { return v.lenNoSeq + int64(decimalLen(seq)) }
+func (v *validEvent) frameLen(seq uint64) int64 { return v.lenNoSeq + int64(frame.DecimalLen(seq)) }
 
 // quoteShort quotes s for an error message, cut so a huge bad input does not
 // become a huge error.
@@ -101,9 +82,9 @@ func validateEvent(ev *Event) (validEvent, error) {
 		return validEvent{}, fmt.Errorf("%w: payload is not valid UTF-8 (it is refused, never altered)", ErrInvalidInput)
 	}
 	v := validEvent{exec: exec, txn: ev.TransactionID, payload: ev.Payload}
-	txnLen, payloadLen := escapedLen(v.txn), escapedLen(v.payload)
+	txnLen, payloadLen := frame.EscapedLen(v.txn), frame.EscapedLen(v.payload)
 	v.escTxn, v.escPayload = txnLen != int64(len(v.txn)), payloadLen != int64(len(v.payload))
-	v.lenNoSeq = int64(HeaderSize+eventFixedBodyLen+len(v.exec)) + txnLen + payloadLen
+	v.lenNoSeq = int64(frame.EventFixedLen+len(v.exec)) + txnLen + payloadLen
 	return v, nil
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/bucketview"
+	"github.com/bucketlog/bucketlog/frame"
 	"github.com/bucketlog/bucketlog/localseg"
 	"github.com/bucketlog/bucketlog/tailbatch"
 	"github.com/bucketlog/bucketlog/watermark"
@@ -354,13 +355,13 @@ func (s *Shipper) compareTail(ctx context.Context, info blobtier.ObjectInfo, bas
 	}
 	var (
 		loaded localseg.SegmentInfo // the segment whose events are in local
-		local  map[uint64]localseg.Frame
+		local  map[uint64]frame.Frame
 	)
-	for f, err := range localseg.Frames(data) {
+	for f, err := range frame.Frames(data) {
 		if err != nil {
 			return fmt.Errorf("%w: tail object %s: %v", ErrDiverged, info.Key, err)
 		}
-		if f.Kind != localseg.KindEvent || f.Seq <= base {
+		if f.Kind != frame.KindEvent || f.Seq <= base {
 			continue
 		}
 		if local == nil || f.Seq < loaded.FirstSeq || f.Seq > loaded.LastSeq {
@@ -395,21 +396,21 @@ func segmentHolding(segs []localseg.SegmentInfo, seq uint64) (localseg.SegmentIn
 
 // segmentEvents reads the durable bytes of a local segment and returns its
 // event frames from first through last.
-func (s *Shipper) segmentEvents(seg localseg.SegmentInfo, first, last uint64) (map[uint64]localseg.Frame, error) {
+func (s *Shipper) segmentEvents(seg localseg.SegmentInfo, first, last uint64) (map[uint64]frame.Frame, error) {
 	data, err := s.store.ReadRange(seg.ID, 0, seg.Size)
 	if err != nil {
 		return nil, fmt.Errorf("read local segment %d: %w", seg.ID, err)
 	}
-	out := map[uint64]localseg.Frame{}
-	for f, err := range localseg.Frames(data) {
+	out := map[uint64]frame.Frame{}
+	for f, err := range frame.Frames(data) {
 		if err != nil {
-			var ce *localseg.CorruptionError
+			var ce *frame.CorruptionError
 			if errors.As(err, &ce) {
 				ce.Segment = seg.ID
 			}
 			return nil, fmt.Errorf("local segment %d: %w", seg.ID, err)
 		}
-		if f.Kind == localseg.KindEvent && f.Seq >= first && f.Seq <= last {
+		if f.Kind == frame.KindEvent && f.Seq >= first && f.Seq <= last {
 			out[f.Seq] = f
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/bucketlog/bucketlog"
 	"github.com/bucketlog/bucketlog/affinity"
@@ -186,21 +185,7 @@ func (c *cli) refuseBucketWithLocalRef(f *flagSet, env envConfig, names ...strin
 
 // holdsStore reports whether a shard directory holds a segment store (a
 // segment file or a reclaim manifest).
-func holdsStore(dir string) (bool, error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	for _, e := range entries {
-		if n := e.Name(); strings.HasPrefix(n, "seg-") || n == "reclaim.json" {
-			return true, nil
-		}
-	}
-	return false, nil
-}
+func holdsStore(dir string) (bool, error) { return localseg.IsStore(dir) }
 
 // closeLog closes a one-shot engine. Its error cannot undo what the
 // command already did (an append is durable before Close), so it is a

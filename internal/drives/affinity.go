@@ -412,7 +412,7 @@ func (r *affinityRun) recovery() {
 	// A crash can leave checkpoint.json stale; removing it makes the reopen
 	// a full replay of the segments, which is what must be proven.
 	for s := range r.n {
-		err := os.Remove(filepath.Join(localseg.ShardDir(r.root, s), "checkpoint.json"))
+		err := localseg.RemoveCheckpoint(localseg.ShardDir(r.root, s))
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			r.d.CrashRecoveryOK = r.c.fail("remove the checkpoint of shard %d: %v", s, err)
 			return

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bucketlog/bucketlog/frame"
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
@@ -200,12 +201,12 @@ func (d *Driver) checkLocked(write bool) error {
 // checkSize refuses an event whose durable frame would exceed the segment
 // size, the same limit the durable store applies.
 func (d *Driver) checkSize(ev localseg.Event, seq uint64) error {
-	frame, err := localseg.EncodeFrame(nil, &localseg.Frame{Kind: localseg.KindEvent, Seq: seq, ExecutionID: ev.ExecutionID, TransactionID: ev.TransactionID, Payload: ev.Payload})
+	enc, err := frame.Encode(nil, &frame.Frame{Kind: frame.KindEvent, Seq: seq, ExecutionID: ev.ExecutionID, TransactionID: ev.TransactionID, Payload: ev.Payload})
 	if err != nil {
 		return fmt.Errorf("localref: size event: %w", err)
 	}
-	if int64(len(frame)) > d.maxFrame {
-		return fmt.Errorf("%w: a frame of %d bytes exceeds the segment size %d", localseg.ErrTooLarge, len(frame), d.maxFrame)
+	if int64(len(enc)) > d.maxFrame {
+		return fmt.Errorf("%w: a frame of %d bytes exceeds the segment size %d", localseg.ErrTooLarge, len(enc), d.maxFrame)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package localseg
+package frame
 
 import (
 	"strings"
@@ -14,17 +14,17 @@ func TestParseBodyTrustedAgrees(t *testing.T) {
 	for _, exec := range ids {
 		for _, txn := range ids {
 			for _, pl := range payloads {
-				frame := appendEventFrame(nil, 1234567, exec, txn, pl)
+				frame := AppendEvent(nil, 1234567, exec, txn, pl)
 				body := frame[HeaderSize:]
-				want, ok := parseBodyFast(body)
+				want, ok := ParseFast(body)
 				if !ok {
 					t.Fatalf("canonical body refused: %q", body)
 				}
-				got, ok := parseBodyTrusted(body)
+				got, ok := ParseTrusted(body)
 				if !ok || got != want {
 					t.Fatalf("body %q: trusted %+v %v, validating %+v", body, got, ok, want)
 				}
-				if f := got.frame(body); f.ExecutionID != exec || f.TransactionID != txn || f.Payload != pl || f.Seq != 1234567 {
+				if f := got.Frame(body); f.ExecutionID != exec || f.TransactionID != txn || f.Payload != pl || f.Seq != 1234567 {
 					t.Fatalf("body %q decodes to %+v", body, f)
 				}
 			}
@@ -36,9 +36,9 @@ func TestParseBodyTrustedAgrees(t *testing.T) {
 // literal, or part of it, is not located by the shortcut (it goes to the
 // validating path, which refuses it).
 func TestParseBodyTrustedRefusesTruncated(t *testing.T) {
-	body := appendEventFrame(nil, 7, "e", "t", "payload")[HeaderSize:]
+	body := AppendEvent(nil, 7, "e", "t", "payload")[HeaderSize:]
 	for n := len(body) - 1; n > len(body)-8; n-- {
-		if v, ok := parseBodyTrusted(body[:n]); ok {
+		if v, ok := ParseTrusted(body[:n]); ok {
 			t.Fatalf("truncated body %q located as %+v", body[:n], v)
 		}
 	}

@@ -1,4 +1,4 @@
-package localseg
+package frame
 
 import (
 	"bytes"
@@ -9,10 +9,9 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"unicode/utf8"
 )
 
-// The golden vectors of SPEC §2. testdata/golden_frames.bin holds both
+// The golden vectors of docs/FORMAT.md §2.5. testdata/golden_frames.bin holds both
 // frames as an independent encoder (Python's json layout written by hand and
 // zlib.crc32) produced them.
 var goldenFrames = []struct {
@@ -39,7 +38,7 @@ func TestGoldenFrames(t *testing.T) {
 	}
 	var all []byte
 	for i, g := range goldenFrames {
-		got, err := EncodeFrame(nil, &g.frame)
+		got, err := Encode(nil, &g.frame)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,7 +48,7 @@ func TestGoldenFrames(t *testing.T) {
 		if string(got[HeaderSize:]) != g.body {
 			t.Errorf("vector %d: body\n%s\nwant\n%s", i, got[HeaderSize:], g.body)
 		}
-		f, n, err := DecodeFrame(got)
+		f, n, err := Decode(got)
 		if err != nil || n != len(got) || f != g.frame {
 			t.Errorf("vector %d: decode = %+v, %d, %v", i, f, n, err)
 		}
@@ -85,12 +84,12 @@ func TestEscaping(t *testing.T) {
 		{strings.Repeat("abcdefgh", 3) + "\n" + strings.Repeat("x", 9), `"` + strings.Repeat("abcdefgh", 3) + `\n` + strings.Repeat("x", 9) + `"`},
 	}
 	for _, c := range cases {
-		got := string(appendEscaped(nil, c.in))
+		got := string(AppendEscaped(nil, c.in))
 		if got != c.want {
 			t.Errorf("escape %q = %s, want %s", c.in, got, c.want)
 		}
-		if n := escapedLen(c.in) + 2; n != int64(len(got)) {
-			t.Errorf("escapedLen(%q) = %d, encoded %d", c.in, n-2, len(got))
+		if n := EscapedLen(c.in) + 2; n != int64(len(got)) {
+			t.Errorf("EscapedLen(%q) = %d, encoded %d", c.in, n-2, len(got))
 		}
 		// Go's decoder reads it back to the same string.
 		var back string
@@ -110,7 +109,7 @@ func TestDecodeAlternativeLayouts(t *testing.T) {
 		`{"Event":{"global_sequence":7,"future":{"x":[1,2]},"execution_id":"e-1","transaction_id":"t","payload":"p\n\"é"}}`,
 	}
 	for _, b := range bodies {
-		f, err := decodeBody([]byte(b))
+		f, err := DecodeBody([]byte(b))
 		if err != nil || f != want {
 			t.Errorf("%s: %+v, %v", b, f, err)
 		}
@@ -121,7 +120,7 @@ func TestDecodeAlternativeLayouts(t *testing.T) {
 		`{"ConsumerDelete":{"consumer":"\ud83d\ude00"}}`: {Kind: KindConsumerDelete, Consumer: "😀"},
 	}
 	for b, w := range acks {
-		if f, err := decodeBody([]byte(b)); err != nil || f != w {
+		if f, err := DecodeBody([]byte(b)); err != nil || f != w {
 			t.Errorf("%s: %+v, %v", b, f, err)
 		}
 	}
@@ -155,7 +154,7 @@ func TestDecodeRejects(t *testing.T) {
 		`{"Ack":"c"}`,
 	}
 	for _, b := range bad {
-		if f, err := decodeBody([]byte(b)); err == nil {
+		if f, err := DecodeBody([]byte(b)); err == nil {
 			t.Errorf("%q decoded to %+v", b, f)
 		} else if !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%q: %v does not wrap ErrCorrupt", b, err)
@@ -174,18 +173,18 @@ func TestFastPathAgreesWithSlow(t *testing.T) {
 			{Kind: KindConsumerCreate, Consumer: p},
 			{Kind: KindConsumerDelete, Consumer: p},
 		} {
-			b, err := EncodeFrame(nil, &f)
+			b, err := Encode(nil, &f)
 			if err != nil {
 				t.Fatal(err)
 			}
 			body := b[HeaderSize:]
-			v, ok := parseBodyFast(body)
+			v, ok := ParseFast(body)
 			if !ok {
 				t.Fatalf("fast path refused canonical %s", body)
 			}
-			slow, err := decodeBodySlow(body)
-			if err != nil || v.frame(body) != slow || slow != f {
-				t.Fatalf("fast %+v, slow %+v (%v), want %+v", v.frame(body), slow, err, f)
+			slow, err := DecodeBodySlow(body)
+			if err != nil || v.Frame(body) != slow || slow != f {
+				t.Fatalf("fast %+v, slow %+v (%v), want %+v", v.Frame(body), slow, err, f)
 			}
 		}
 	}
@@ -199,33 +198,33 @@ func TestEncodeFrameRejects(t *testing.T) {
 		{Kind: KindEvent, ExecutionID: "a\xc3"},
 		{Kind: KindAck, Consumer: "\xed\xa0\x80"}, // an encoded surrogate is not valid UTF-8
 	} {
-		if _, err := EncodeFrame(nil, &f); !errors.Is(err, ErrInvalidInput) {
+		if _, err := Encode(nil, &f); !errors.Is(err, ErrInvalidInput) {
 			t.Errorf("%+v: %v, want ErrInvalidInput", f, err)
 		}
 	}
 	big := Frame{Kind: KindEvent, Payload: strings.Repeat("x", MaxBodyLen)}
-	if _, err := EncodeFrame(nil, &big); !errors.Is(err, ErrTooLarge) {
+	if _, err := Encode(nil, &big); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("a body over the cap: %v, want ErrTooLarge", err)
 	}
 }
 
 func TestDecodeFrameHeaderErrors(t *testing.T) {
-	good, _ := EncodeFrame(nil, &goldenFrames[0].frame)
+	good, _ := Encode(nil, &goldenFrames[0].frame)
 	mut := func(f func(b []byte) []byte) []byte { return f(append([]byte(nil), good...)) }
 	cases := []struct {
 		name string
 		b    []byte
 		want error
 	}{
-		{"short header", good[:11], errShortHeader},
-		{"zero header", make([]byte, 20), errZeroHeader},
-		{"bad magic", mut(func(b []byte) []byte { b[3] = 0xe6; return b }), errBadMagic},
-		{"over the cap", mut(func(b []byte) []byte { b[7] = 0x10; return b }), errBodyTooLong},
-		{"short body", good[:len(good)-1], errShortBody},
-		{"crc", mut(func(b []byte) []byte { b[HeaderSize+5] ^= 1; return b }), errCRC},
+		{"short header", good[:11], ErrShortHeader},
+		{"zero header", make([]byte, 20), ErrZeroHeader},
+		{"bad magic", mut(func(b []byte) []byte { b[3] = 0xe6; return b }), ErrBadMagic},
+		{"over the cap", mut(func(b []byte) []byte { b[7] = 0x10; return b }), ErrBodyTooLong},
+		{"short body", good[:len(good)-1], ErrShortBody},
+		{"crc", mut(func(b []byte) []byte { b[HeaderSize+5] ^= 1; return b }), ErrCRC},
 	}
 	for _, c := range cases {
-		if _, _, err := DecodeFrame(c.b); !errors.Is(err, c.want) || !errors.Is(err, ErrCorrupt) {
+		if _, _, err := Decode(c.b); !errors.Is(err, c.want) || !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
 		}
 	}
@@ -233,11 +232,11 @@ func TestDecodeFrameHeaderErrors(t *testing.T) {
 
 func TestFramesAndVerifySegment(t *testing.T) {
 	var img []byte
-	img, _ = EncodeFrame(img, &Frame{Kind: KindConsumerCreate, Consumer: "c"})
+	img, _ = Encode(img, &Frame{Kind: KindConsumerCreate, Consumer: "c"})
 	for seq := uint64(5); seq <= 7; seq++ {
-		img, _ = EncodeFrame(img, &Frame{Kind: KindEvent, Seq: seq, ExecutionID: "e", TransactionID: "t", Payload: "p"})
+		img, _ = Encode(img, &Frame{Kind: KindEvent, Seq: seq, ExecutionID: "e", TransactionID: "t", Payload: "p"})
 	}
-	img, _ = EncodeFrame(img, &Frame{Kind: KindAck, Consumer: "c", Seq: 6})
+	img, _ = Encode(img, &Frame{Kind: KindAck, Consumer: "c", Seq: 6})
 	n := 0
 	for f, err := range Frames(img) {
 		if err != nil {
@@ -255,7 +254,7 @@ func TestFramesAndVerifySegment(t *testing.T) {
 	}
 	if _, err := VerifySegment(3, img, 4); err == nil {
 		t.Fatal("a sequence gap was accepted")
-	} else if ce := (*CorruptionError)(nil); !errors.As(err, &ce) || ce.Segment != 3 || !errors.Is(err, errSeqGap) {
+	} else if ce := (*CorruptionError)(nil); !errors.As(err, &ce) || ce.Segment != 3 || !errors.Is(err, ErrSeqGap) {
 		t.Fatalf("gap: %v", err)
 	}
 	if sum, err := VerifySegment(3, img[:len(img)-1], 0); err == nil || sum.Events != 3 {
@@ -280,49 +279,6 @@ func TestFramesAndVerifySegment(t *testing.T) {
 	}
 	if errs != 1 {
 		t.Fatalf("%d errors from Frames", errs)
-	}
-}
-
-func TestValidation(t *testing.T) {
-	long := strings.Repeat("a", MaxIDLen+1)
-	cases := []struct {
-		name string
-		ev   Event
-		ok   bool
-	}{
-		{"ok", Event{ExecutionID: " e-1_X ", TransactionID: " t ", Payload: "p"}, true},
-		{"max id", Event{ExecutionID: long[:MaxIDLen], TransactionID: "t"}, true},
-		{"empty exec", Event{ExecutionID: "  ", TransactionID: "t"}, false},
-		{"long exec", Event{ExecutionID: long, TransactionID: "t"}, false},
-		{"exec charset", Event{ExecutionID: "a b", TransactionID: "t"}, false},
-		{"exec unicode", Event{ExecutionID: "é", TransactionID: "t"}, false},
-		{"exec slash", Event{ExecutionID: "a/b", TransactionID: "t"}, false},
-		{"blank txn", Event{ExecutionID: "e", TransactionID: " \t"}, false},
-		{"txn utf8", Event{ExecutionID: "e", TransactionID: "\xff"}, false},
-		{"txn long", Event{ExecutionID: "e", TransactionID: strings.Repeat("t", MaxTransactionIDLen+1)}, false},
-		{"payload utf8", Event{ExecutionID: "e", TransactionID: "t", Payload: "a\xc3("}, false},
-	}
-	for _, c := range cases {
-		v, err := validateEvent(&c.ev)
-		if c.ok != (err == nil) {
-			t.Errorf("%s: %v", c.name, err)
-			continue
-		}
-		if err != nil && !errors.Is(err, ErrInvalidInput) {
-			t.Errorf("%s: %v is not ErrInvalidInput", c.name, err)
-		}
-		if c.ok {
-			if v.exec != strings.TrimSpace(c.ev.ExecutionID) || v.txn != c.ev.TransactionID {
-				t.Errorf("%s: stored %q/%q", c.name, v.exec, v.txn)
-			}
-			b := appendEventFrame(nil, 12345, v.exec, v.txn, v.payload)
-			if int64(len(b)) != v.frameLen(12345) {
-				t.Errorf("%s: frame %d bytes, frameLen %d", c.name, len(b), v.frameLen(12345))
-			}
-		}
-	}
-	if !utf8.ValidString(quoteShort(strings.Repeat("é", 100))) {
-		t.Error("quoteShort cut a rune")
 	}
 }
 
@@ -368,34 +324,6 @@ func TestParseUintAtBounds(t *testing.T) {
 		v, _, ok := parseUintAt([]byte(c.in), 0)
 		if ok != c.ok || (ok && v != c.want) {
 			t.Errorf("%q: %d %v, want %d %v", c.in, v, ok, c.want, c.ok)
-		}
-	}
-}
-
-// TestStoreEncodingMatchesEncodeFrame: the store's encoder (which copies a
-// string that needs no escaping without scanning it again) writes exactly
-// the bytes of EncodeFrame, escapes or not, at sequences of every length.
-func TestStoreEncodingMatchesEncodeFrame(t *testing.T) {
-	strs := []string{"t", "plain payload", `quote " and \ backslash`, "ctl \x00\x1f\t\n", "<a>&amp; é — 日本 \u2028\u2029", strings.Repeat("x", 5000), strings.Repeat("\"", 100)}
-	for _, txn := range strs {
-		if len(txn) > MaxTransactionIDLen {
-			continue
-		}
-		for _, payload := range strs {
-			for _, seq := range []uint64{1, 9, 10, 123456789, 18446744073709551615} {
-				v, err := validateEvent(&Event{ExecutionID: " e-1_Z ", TransactionID: txn, Payload: payload})
-				if err != nil {
-					t.Fatal(err)
-				}
-				got := v.appendFrame([]byte("prefix"), seq)
-				want, err := EncodeFrame([]byte("prefix"), &Frame{Kind: KindEvent, Seq: seq, ExecutionID: "e-1_Z", TransactionID: txn, Payload: payload})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !bytes.Equal(got, want) || int64(len(got)-len("prefix")) != v.frameLen(seq) {
-					t.Fatalf("txn %q payload %q seq %d: the store's frame differs from EncodeFrame's (or from its announced length)", quoteShort(txn), quoteShort(payload), seq)
-				}
-			}
 		}
 	}
 }
