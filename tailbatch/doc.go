@@ -44,7 +44,7 @@
 //     ErrStopped and blobtier.ErrConflict) instead of shipping again.
 //   - An idle shard costs nothing: when no new Event is durable Prepare
 //     returns no batch, and Replicate issues no request at all unless the
-//     cursor object is behind the cursor.
+//     cursor object is behind the cursor or the consumers changed.
 //   - The cursor object {"v":K,"shipped_through":S,"consumers":{…}} is
 //     written after the tail puts of a pass succeeded, by compare-and-swap
 //     (or a plain put on buckets without it). It never points past what the
@@ -56,7 +56,8 @@
 //     when segments become durable in the bucket (only those are reclaimed
 //     on a shipping store). A cursor left below the base makes Prepare
 //     return ErrBadExtent rather than name sequences it cannot read.
-//   - Options.Disabled makes the replicator do nothing at all.
+//   - Options.Disabled ships no tail object; Replicate then writes only
+//     the cursor object, when it is due.
 //
 // # The lock boundary
 //
