@@ -50,7 +50,7 @@
 //     (or a plain put on buckets without it). It never points past what the
 //     bucket holds: S is the cursor, every consumer is clamped to S, and S
 //     never moves backward.
-//   - At start the cursor comes from RebuildCursor: what the bucket holds
+//   - At start the cursor comes from CursorFrom: what the bucket holds
 //     contiguously from the reclaim base, never the local tip. The cursor
 //     must never sit below the local reclaim base: the engine calls Advance
 //     when segments become durable in the bucket (only those are reclaimed
@@ -76,7 +76,7 @@
 // # Crash assumptions
 //
 // The replicator keeps its cursor in memory only. After a crash the bucket
-// is the truth: RebuildCursor finds the contiguous coverage there, so events
+// is the truth: CursorFrom finds the contiguous coverage there, so events
 // acknowledged before the crash but not yet shipped are shipped on the next
 // pass. A crash after a put but before Commit re-ships the same bytes under
 // the same key, which the bucket answers as success. Tail objects may
@@ -90,6 +90,6 @@
 // A Replicator is safe for concurrent use. One driver per shard is
 // expected to run passes in sequence; two concurrent passes stay correct
 // (the cursor never moves backward or over a gap) but may put the same
-// object twice. Upload, RebuildCursor, ReadCursor and WriteCursor are free
+// object twice. Upload, CursorFrom, ReadCursor and WriteCursor are free
 // functions, safe for concurrent use given concurrency-safe arguments.
 package tailbatch

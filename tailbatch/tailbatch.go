@@ -217,7 +217,7 @@ type Replicator struct {
 
 // New returns the replicator of shard whose bucket already holds every
 // sequence through shippedThrough contiguously. At start, shippedThrough
-// comes from RebuildCursor, never from the local tip.
+// comes from CursorFrom, never from the local tip.
 func New(shard uint32, shippedThrough uint64, opts Options) *Replicator {
 	r := &Replicator{shard: shard, opts: opts, shipped: shippedThrough, cursorShipped: shippedThrough}
 	r.stats.ShippedThrough = shippedThrough
