@@ -79,11 +79,4 @@
 // at once are not supported (the engine runs one GC loop per owned shard).
 // A plan is a snapshot: a consumer created between the plan and the reclaim
 // starts at the new base.
-//
-// # Drives
-//
-// DriveGC and DriveSharedGC are the self-check drives of the seeds
-// (durable-eventlog-gc and durable-eventlog-shared-gc) as library functions:
-// each runs a deterministic scenario on a fresh root and returns a report
-// whose Holds() the CLI turns into its exit code.
 package reclaim

@@ -558,39 +558,6 @@ func TestSafetyCaseOnARealStore(t *testing.T) { // §6.6
 	wantPage(t, "restore", scanAll(t, ro), evs, res.Watermark.Seq)
 }
 
-func TestDriveSharedGCHolds(t *testing.T) { // §6.2
-	for _, n := range []int{2, 4} {
-		t.Run(fmt.Sprintf("shards=%d", n), func(t *testing.T) {
-			rep, err := DriveSharedGC(filepath.Join(t.TempDir(), "drive"), n, s3Bucket(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !rep.Holds() || !rep.SharedGCHolds {
-				t.Fatalf("drive does not hold: %+v (%s)", rep.Report, orString(rep.Report.Divergence, ""))
-			}
-			t.Logf("pruned %d → %d segment objects at watermark %d/%d (%s)", rep.Report.SharedObjectsBefore,
-				rep.Report.SharedObjectsAfter, rep.Report.WatermarkSeq, rep.Report.WatermarkSegment, rep.Report.PlanReason)
-		})
-	}
-}
-
-func TestDriveSharedGCRefuses(t *testing.T) { // §6.2
-	b := s3Bucket(t)
-	for _, n := range []int{-1, 0, 1, MaxSharedGCDriveShards + 1} {
-		if _, err := DriveSharedGC(filepath.Join(t.TempDir(), "d"), n, b); !errors.Is(err, ErrDriveUsage) {
-			t.Fatalf("%d shards: %v, want ErrDriveUsage", n, err)
-		}
-	}
-	if _, err := DriveSharedGC(filepath.Join(t.TempDir(), "d"), 2, nil); !errors.Is(err, ErrDriveUsage) {
-		t.Fatalf("nil bucket: %v", err)
-	}
-	mem := blobtier.New(memblob.OpenBucket(nil), blobtier.Options{})
-	defer mem.Close()
-	if _, err := DriveSharedGC(filepath.Join(t.TempDir(), "d"), 2, mem); !errors.Is(err, ErrSharedUnsupported) {
-		t.Fatalf("memblob: %v, want ErrSharedUnsupported", err)
-	}
-}
-
 // bucketHasEvents decodes every segment and tail object of shard above the
 // mark and checks that together they hold every event of evs above
 // reclaimedSeq, byte for byte (an event in two objects must be identical).
@@ -700,15 +667,5 @@ func TestCleanupTailOnARealBucket(t *testing.T) { // §6.7, §6.8
 		if ok, err := bb.Exists(ctx, k); err != nil || !ok {
 			t.Fatalf("unrecognised key %s deleted (%v)", k, err)
 		}
-	}
-}
-
-func TestDriveSharedGCOnGCS(t *testing.T) { // §6.2
-	rep, err := DriveSharedGC(filepath.Join(t.TempDir(), "drive"), 2, gcsBucket(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !rep.Holds() {
-		t.Fatalf("drive does not hold: %+v (%s)", rep.Report, orString(rep.Report.Divergence, ""))
 	}
 }

@@ -231,9 +231,6 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 		}
 		s.log.Error("the cursor object was damaged; rebuilt from the owner's state", "key", blobtier.CursorKey(s.shard),
 			"shipped_through", c.ShippedThrough, "consumers", len(c.Consumers))
-		s.mu.Lock()
-		s.lastConsumers = snap.Consumers
-		s.mu.Unlock()
 	}
 	s.rec.BucketTip = bucketTip
 	s.rec.ShippedThrough = shipped

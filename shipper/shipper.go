@@ -70,15 +70,8 @@ type Shipper struct {
 	// listing) keeps cleanup due for a few more passes.
 	pendingTails  map[string]*pendingTail
 	uploadBackoff time.Duration
-	lastConsumers map[string]uint64
 	shippedCh     chan struct{} // closed and replaced whenever the shipped position moves
 	closing       bool          // Close released the synchronous waiters: none waits any more
-
-	// cursorMu serialises syncCursor (the consumers snapshot and the cursor
-	// object write): the tick loop, Close's last shipment, a one-shot Ship
-	// and a synchronous append's own passes may overlap, and a later write
-	// must never carry an older snapshot.
-	cursorMu sync.Mutex
 
 	unshippedSince atomic.Int64 // unix nanos of the oldest append not yet shipped (0: none)
 	waiters        atomic.Int32

@@ -111,3 +111,68 @@ func TestLocalGC(t *testing.T) {
 		t.Fatalf("local GC: %+v", rep)
 	}
 }
+
+// refuseLaterTails accepts the first tail object put and refuses every
+// later one, and counts the cursor object writes.
+type refuseLaterTails struct {
+	blobtier.Bucket
+	tails, cursorWrites int
+}
+
+var errRefused = errors.New("refused by the test")
+
+func (b *refuseLaterTails) PutIfAbsent(ctx context.Context, key string, data []byte, epoch uint64) error {
+	if k, err := blobtier.ParseKey(key); err == nil && k.Kind == blobtier.KindTail {
+		b.tails++
+		if b.tails > 1 {
+			return errRefused
+		}
+	}
+	if key == blobtier.CursorKey(0) {
+		b.cursorWrites++
+	}
+	return b.Bucket.PutIfAbsent(ctx, key, data, epoch)
+}
+
+func (b *refuseLaterTails) Put(ctx context.Context, key string, data []byte) error {
+	if key == blobtier.CursorKey(0) {
+		b.cursorWrites++
+	}
+	return b.Bucket.Put(ctx, key, data)
+}
+
+func (b *refuseLaterTails) CompareAndSwap(ctx context.Context, key string, data []byte, expect blobtier.Version) error {
+	if key == blobtier.CursorKey(0) {
+		b.cursorWrites++
+	}
+	return b.Bucket.CompareAndSwap(ctx, key, data, expect)
+}
+
+// A tail pass that stops at a failed batch writes no cursor object, even
+// though an earlier batch of the pass committed: the cursor object waits
+// for a pass that shipped everything it prepared.
+func TestFailedTailPassWritesNoCursorObject(t *testing.T) {
+	ctx := context.Background()
+	mem := blobtier.New(memblob.OpenBucket(nil), blobtier.Options{})
+	defer mem.Close()
+	b := &refuseLaterTails{Bucket: mem}
+	st := open(t, t.TempDir())
+	s, err := shipper.New(ctx, st, b, opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, st, 60) // several segments: several batches in one pass
+	if err := s.ShipTail(ctx); !errors.Is(err, errRefused) {
+		t.Fatalf("tail pass: %v, want the refusal", err)
+	}
+	if shipped := s.ShippedThrough(); shipped == 0 || shipped >= st.Tip() {
+		t.Fatalf("shipped through %d of %d: want the first batch only", shipped, st.Tip())
+	}
+	if b.cursorWrites != 0 {
+		t.Fatalf("a failed pass wrote the cursor object %d times", b.cursorWrites)
+	}
+	b.tails = -100 // accept the rest
+	if err := s.ShipTail(ctx); err != nil || s.ShippedThrough() != st.Tip() || b.cursorWrites != 1 {
+		t.Fatalf("next pass: %v, shipped %d of %d, %d cursor writes", err, s.ShippedThrough(), st.Tip(), b.cursorWrites)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"time"
 
@@ -12,42 +11,23 @@ import (
 	"github.com/bucketlog/bucketlog/tailbatch"
 )
 
+// shipTail is one tail pass: tailbatch's own loop (Prepare, Upload, then
+// Commit or Fail per batch, then the cursor object), with the shipper's
+// books kept in its hooks.
 func (s *Shipper) shipTail(ctx context.Context) error {
 	if err := s.stopped(); err != nil {
 		return err
 	}
 	before := s.repl.ShippedThrough()
-	var failure error
 	var committedMax uint64
-	if s.tailOn {
-		batches, err := s.repl.Prepare(s.store)
-		if errors.Is(err, tailbatch.ErrBadExtent) {
-			// The shipped position may sit below the reclaim base: GC
-			// reclaims only segments durable in the bucket, so everything
-			// through the contiguous durable watermark is there. Move up to
-			// it and prepare again, rather than fail every pass.
-			if seq, _ := s.contiguous(); seq > s.repl.ShippedThrough() {
-				s.repl.Advance(seq)
-				batches, err = s.repl.Prepare(s.store)
-			}
-		}
-		if err != nil {
-			failure = err
-		}
-		for _, bt := range batches {
-			if err := tailbatch.Upload(ctx, s.b, s.store, bt); err != nil {
-				s.repl.Fail(bt, err)
-				s.m.TailReplicationFailed.Inc()
-				if errors.Is(err, blobtier.ErrConflict) {
-					return s.secondWriter(bt.Key, err)
-				}
-				failure = err
-				break
-			}
-			if err := s.repl.Commit(bt); err != nil {
-				failure = err
-				break
-			}
+	var conflictKey string
+	res, failure := s.repl.ReplicateWith(ctx, s.store, s.b, tailbatch.Hooks{
+		// The shipped position may sit below the reclaim base: GC reclaims
+		// only segments durable in the bucket, so everything through the
+		// contiguous durable watermark is there. Move up to it and prepare
+		// again, rather than fail every pass.
+		Resync: func() uint64 { seq, _ := s.contiguous(); return seq },
+		Committed: func(bt tailbatch.Batch) {
 			s.mu.Lock()
 			s.pendingTails[bt.Key] = &pendingTail{last: bt.LastSeq}
 			s.mu.Unlock()
@@ -55,7 +35,17 @@ func (s *Shipper) shipTail(ctx context.Context) error {
 			s.m.TailBatches.Inc()
 			s.m.TailRecords.Add(float64(bt.Records()))
 			s.m.TailBytes.Add(float64(bt.Len()))
-		}
+		},
+		Failed: func(bt tailbatch.Batch, err error) {
+			s.m.TailReplicationFailed.Inc()
+			if errors.Is(err, blobtier.ErrConflict) {
+				conflictKey = bt.Key
+			}
+		},
+		CursorOnlyAfterSuccess: true,
+	})
+	if conflictKey != "" {
+		return s.secondWriter(conflictKey, failure)
 	}
 	if s.repl.ShippedThrough() > before {
 		s.notifyShipped()
@@ -71,42 +61,11 @@ func (s *Shipper) shipTail(ctx context.Context) error {
 			}
 		}
 	}
-	if failure == nil {
-		failure = s.syncCursor(ctx)
+	if res.CursorWritten && res.Cursor.Repaired {
+		s.log.Error("the cursor object was damaged; rewritten with the owner's state", "key", blobtier.CursorKey(s.shard), "shipped_through", res.Cursor.ShippedThrough)
 	}
 	s.noteTail(failure)
 	return failure
-}
-
-// syncCursor writes the cursor object when the shipped position or the
-// consumers changed since the last write.
-func (s *Shipper) syncCursor(ctx context.Context) error {
-	s.cursorMu.Lock()
-	defer s.cursorMu.Unlock()
-	// The shipped position is read before the consumers snapshot, so the
-	// snapshot is never older than the frames the object vouches for.
-	through := s.repl.ShippedThrough()
-	snap, err := s.store.Snapshot()
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	changed := !maps.Equal(s.lastConsumers, snap.Consumers)
-	s.mu.Unlock()
-	if !s.repl.CursorDue() && !changed {
-		return nil
-	}
-	c, err := s.repl.SyncCursorThrough(ctx, s.b, through, snap.Consumers)
-	if err != nil {
-		return fmt.Errorf("write the cursor object: %w", err)
-	}
-	if c.Repaired {
-		s.log.Error("the cursor object was damaged; rewritten with the owner's state", "key", blobtier.CursorKey(s.shard), "shipped_through", c.ShippedThrough)
-	}
-	s.mu.Lock()
-	s.lastConsumers = snap.Consumers
-	s.mu.Unlock()
-	return nil
 }
 
 func (s *Shipper) noteAppended() {

@@ -44,19 +44,20 @@
 //     ErrStopped and blobtier.ErrConflict) instead of shipping again.
 //   - An idle shard costs nothing: when no new Event is durable Prepare
 //     returns no batch, and Replicate issues no request at all unless the
-//     cursor object is behind the cursor.
+//     cursor object is behind the cursor or the consumers changed.
 //   - The cursor object {"v":K,"shipped_through":S,"consumers":{…}} is
 //     written after the tail puts of a pass succeeded, by compare-and-swap
 //     (or a plain put on buckets without it). It never points past what the
 //     bucket holds: S is the cursor, every consumer is clamped to S, and S
 //     never moves backward.
-//   - At start the cursor comes from RebuildCursor: what the bucket holds
+//   - At start the cursor comes from CursorFrom: what the bucket holds
 //     contiguously from the reclaim base, never the local tip. The cursor
 //     must never sit below the local reclaim base: the engine calls Advance
 //     when segments become durable in the bucket (only those are reclaimed
 //     on a shipping store). A cursor left below the base makes Prepare
 //     return ErrBadExtent rather than name sequences it cannot read.
-//   - Options.Disabled makes the replicator do nothing at all.
+//   - Options.Disabled ships no tail object; Replicate then writes only
+//     the cursor object, when it is due.
 //
 // # The lock boundary
 //
@@ -75,7 +76,7 @@
 // # Crash assumptions
 //
 // The replicator keeps its cursor in memory only. After a crash the bucket
-// is the truth: RebuildCursor finds the contiguous coverage there, so events
+// is the truth: CursorFrom finds the contiguous coverage there, so events
 // acknowledged before the crash but not yet shipped are shipped on the next
 // pass. A crash after a put but before Commit re-ships the same bytes under
 // the same key, which the bucket answers as success. Tail objects may
@@ -89,6 +90,6 @@
 // A Replicator is safe for concurrent use. One driver per shard is
 // expected to run passes in sequence; two concurrent passes stay correct
 // (the cursor never moves backward or over a gap) but may put the same
-// object twice. Upload, RebuildCursor, ReadCursor and WriteCursor are free
+// object twice. Upload, CursorFrom, ReadCursor and WriteCursor are free
 // functions, safe for concurrent use given concurrency-safe arguments.
 package tailbatch

@@ -106,7 +106,7 @@ func endToEnd(t *testing.T, ctx context.Context, inner blobtier.Bucket) {
 		t.Fatal(err)
 	}
 	s2 := openStoreIn(t, dir, opts)
-	start, err := tailbatch.RebuildCursor(ctx, b, shard, 0, durable)
+	start, err := rebuildCursor(ctx, b, shard, 0, durable)
 	if err != nil || start != shipped {
 		t.Fatalf("rebuilt cursor %d, %v; want %d", start, err, shipped)
 	}

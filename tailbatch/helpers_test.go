@@ -16,6 +16,7 @@ import (
 	"gocloud.dev/blob/memblob"
 
 	"github.com/bucketlog/bucketlog/blobtier"
+	"github.com/bucketlog/bucketlog/bucketview"
 	"github.com/bucketlog/bucketlog/localseg"
 	"github.com/bucketlog/bucketlog/tailbatch"
 )
@@ -437,4 +438,14 @@ func (s *casStore) raw(key string) []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.objs[key].data)
+}
+
+// rebuildCursor is the tail cursor of shard at start as the engine computes
+// it: one bucket view of the shard's tail objects, then CursorFrom.
+func rebuildCursor(ctx context.Context, b bucketview.Lister, shard uint32, base uint64, durable []tailbatch.SegRange) (uint64, error) {
+	v, err := bucketview.Read(ctx, b, shard, bucketview.Options{Parts: bucketview.Tails})
+	if err != nil {
+		return 0, err
+	}
+	return tailbatch.CursorFrom(shard, base, durable, v.TailObjects), nil
 }

@@ -2,19 +2,10 @@ package tailbatch
 
 import (
 	"cmp"
-	"context"
-	"fmt"
-	"iter"
 	"slices"
 
 	"github.com/bucketlog/bucketlog/blobtier"
 )
-
-// Lister lists one kind of object of one shard. blobtier.Bucket implements
-// it.
-type Lister interface {
-	List(ctx context.Context, shard uint32, kind blobtier.Kind) iter.Seq2[blobtier.ObjectInfo, error]
-}
 
 // SegRange is the Event sequence range of a sealed segment that is durable
 // in the bucket (its object's length and digest equal the local bytes). A
@@ -23,10 +14,11 @@ type SegRange struct {
 	FirstSeq, LastSeq uint64
 }
 
-// RebuildCursor returns the tail cursor of shard at start (SPEC §5): the
-// highest sequence covered contiguously from base by durableSegs and the
-// shard's tail objects in the bucket. base is what needs no coverage (the
-// reclaim watermark's sequence, or 0). The local tip plays no part: events
+// CursorFrom returns the tail cursor of shard at start (SPEC §5) from a
+// listing of its tail objects already made (a bucket view's, so no request
+// here): the highest sequence covered contiguously from base by durableSegs
+// and the tail objects. base is what needs no coverage (the reclaim
+// watermark's sequence, or 0). The local tip plays no part: events
 // acknowledged just before a crash, durable only on the local disk, lie
 // above the result and ship on the next pass.
 //
@@ -34,21 +26,8 @@ type SegRange struct {
 // parses to another kind or shard, is ignored (kept and counted by tail
 // cleanup, never trusted here). A tail object is trusted by its key: it was
 // created whole by one create-if-absent put, and a cold load verifies its
-// bytes before using them. A listing error is returned as is; the caller
-// must not fall back to the local tip.
-func RebuildCursor(ctx context.Context, b Lister, shard uint32, base uint64, durableSegs []SegRange) (uint64, error) {
-	var tails []blobtier.ObjectInfo
-	for info, err := range b.List(ctx, shard, blobtier.KindTail) {
-		if err != nil {
-			return 0, fmt.Errorf("tailbatch: shard %d: list tail objects: %w", shard, err)
-		}
-		tails = append(tails, info)
-	}
-	return CursorFrom(shard, base, durableSegs, tails), nil
-}
-
-// CursorFrom is RebuildCursor over a listing already made (a bucket view's
-// tail objects): the same rule, no request.
+// bytes before using them. A listing that failed must not be replaced by the
+// local tip: the caller returns its error.
 func CursorFrom(shard uint32, base uint64, durableSegs []SegRange, tails []blobtier.ObjectInfo) uint64 {
 	ranges := make([]SegRange, 0, len(durableSegs)+len(tails))
 	for _, s := range durableSegs {

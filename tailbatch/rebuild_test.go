@@ -53,7 +53,7 @@ func TestRebuildCursorContiguity(t *testing.T) {
 			for _, tl := range tc.tails {
 				putTail(t, ctx, b, 2, tl[0], tl[1])
 			}
-			got, err := tailbatch.RebuildCursor(ctx, b, 2, tc.base, tc.segs)
+			got, err := rebuildCursor(ctx, b, 2, tc.base, tc.segs)
 			if err != nil || got != tc.want {
 				t.Fatalf("RebuildCursor = %d, %v; want %d", got, err, tc.want)
 			}
@@ -90,7 +90,7 @@ func TestRebuildCursorIgnoresOtherShardsAndPrefixes(t *testing.T) {
 	putTail(t, ctx, otherPrefix, 0, 5, 100)
 	putTail(t, ctx, root, 0, 5, 100)
 
-	got, err := tailbatch.RebuildCursor(ctx, mine, 0, 0, nil)
+	got, err := rebuildCursor(ctx, mine, 0, 0, nil)
 	if err != nil || got != 4 {
 		t.Fatalf("RebuildCursor = %d, %v; want 4 (decoys ignored)", got, err)
 	}
@@ -98,7 +98,7 @@ func TestRebuildCursorIgnoresOtherShardsAndPrefixes(t *testing.T) {
 		t.Fatalf("RebuildCursor read %d objects; it needs keys only", n)
 	}
 	// The decoy shard sees only its own object.
-	if got, err := tailbatch.RebuildCursor(ctx, mine, 1, 4, nil); err != nil || got != 100 {
+	if got, err := rebuildCursor(ctx, mine, 1, 4, nil); err != nil || got != 100 {
 		t.Fatalf("shard 1: RebuildCursor = %d, %v; want 100", got, err)
 	}
 }
@@ -127,7 +127,7 @@ func TestRebuildCursorTrustsOnlyItsOwnTailKeys(t *testing.T) {
 		{Key: "empty", Size: 0, Parsed: blobtier.Key{Kind: blobtier.KindTail, Shard: 7, FirstSeq: 4, LastSeq: 50}},
 		{Key: "reversed", Size: 10, Parsed: blobtier.Key{Kind: blobtier.KindTail, Shard: 7, FirstSeq: 40, LastSeq: 4}},
 	}}
-	got, err := tailbatch.RebuildCursor(ctx, l, 7, 0, nil)
+	got, err := rebuildCursor(ctx, l, 7, 0, nil)
 	if err != nil || got != 3 {
 		t.Fatalf("RebuildCursor = %d, %v; want 3", got, err)
 	}
@@ -138,7 +138,7 @@ func TestRebuildCursorListError(t *testing.T) {
 	ctx := context.Background()
 	b := newTestBucket(newMemBucket(t))
 	b.setBefore(refuseAll)
-	if _, err := tailbatch.RebuildCursor(ctx, b, 0, 0, nil); !errors.Is(err, errRefused) {
+	if _, err := rebuildCursor(ctx, b, 0, 0, nil); !errors.Is(err, errRefused) {
 		t.Fatalf("RebuildCursor against a refusing bucket: %v", err)
 	}
 }
@@ -178,7 +178,7 @@ func TestRebuiltCursorShipsEventsAckedBeforeTheCrash(t *testing.T) {
 			}
 			var start uint64
 			if mode == "rebuild" {
-				start, err = tailbatch.RebuildCursor(ctx, b, 0, 0, durable)
+				start, err = rebuildCursor(ctx, b, 0, 0, durable)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -61,12 +61,6 @@ type Source interface {
 	RangeReader
 }
 
-// snapshotter is the optional part of a Source that lets Replicate write the
-// cursor object with the store's live consumers (*localseg.Store has it).
-type snapshotter interface {
-	Snapshot() (localseg.Snapshot, error)
-}
-
 // Putter creates write-once objects. blobtier.Bucket implements it.
 type Putter interface {
 	PutIfAbsent(ctx context.Context, key string, data []byte, epoch uint64) error
@@ -106,10 +100,11 @@ func (b Batch) String() string {
 
 // Options configure a Replicator. The zero value works.
 type Options struct {
-	// Disabled turns the replicator into a no-op: Prepare returns no batch
-	// and touches no Source, Replicate issues no request. It is how "tail
-	// replication off" is expressed when the caller still wants an object
-	// to hold (the engine may also simply not construct one).
+	// Disabled ships no tail object: Prepare returns no batch and touches
+	// no Source, and Replicate writes only the cursor object, when it is
+	// due (Advance moved the position, or the consumers changed). It is how
+	// "tail replication off" is expressed: the engine still publishes the
+	// cursor object as its sealed segments become durable.
 	Disabled bool
 	// MaxBatchBytes caps one tail object (default MaxBatchBytes = 8 MiB, at
 	// most blobtier.MaxObjectBytes). A single Event frame larger than the
@@ -205,14 +200,17 @@ type Replicator struct {
 	// replicator wrote (or the starting position): the cursor object is due
 	// when shipped moved past it.
 	cursorShipped uint64
-	stats         Stats
+	// cursorConsumers are the consumers of the last cursor object this
+	// replicator wrote: the object is also due when they change.
+	cursorConsumers map[string]uint64
+	stats           Stats
 	// stopped latches the first second-writer conflict.
 	stopped error
 }
 
 // New returns the replicator of shard whose bucket already holds every
 // sequence through shippedThrough contiguously. At start, shippedThrough
-// comes from RebuildCursor, never from the local tip.
+// comes from CursorFrom, never from the local tip.
 func New(shard uint32, shippedThrough uint64, opts Options) *Replicator {
 	r := &Replicator{shard: shard, opts: opts, shipped: shippedThrough, cursorShipped: shippedThrough}
 	r.stats.ShippedThrough = shippedThrough
@@ -389,127 +387,3 @@ func (e *StoppedError) Error() string {
 }
 func (e *StoppedError) Unwrap() error        { return e.Err }
 func (e *StoppedError) Is(target error) bool { return target == ErrStopped }
-
-// CursorDue reports whether the shipped position moved past the last cursor
-// object this replicator wrote.
-func (r *Replicator) CursorDue() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.shipped > r.cursorShipped
-}
-
-// SyncCursor writes the cursor object (see WriteCursor) with the current
-// shipped position and consumers, and counts the write. Call it after a tail
-// put of the same tick succeeded; it is what Replicate does when CursorDue.
-//
-// Calls are serialised per replicator, and no write carries a lower
-// shipped_through than the one before it. A caller whose consumers come
-// from a snapshot should take that snapshot after the previous write ended
-// (Replicate does), or an older snapshot may follow a newer one.
-func (r *Replicator) SyncCursor(ctx context.Context, b CursorStore, consumers map[string]uint64) (Cursor, error) {
-	r.cursorMu.Lock()
-	defer r.cursorMu.Unlock()
-	return r.syncCursorLocked(ctx, b, ^uint64(0), consumers)
-}
-
-// SyncCursorThrough is SyncCursor with the shipped position capped at
-// through: the position its caller read before it took the consumers
-// snapshot. A restore trusts the cursor object's consumers for every frame
-// up to its shipped_through, so that snapshot must be no older than the
-// frame of shipped_through; a position read after the snapshot could name
-// frames (a consumer created meanwhile) the snapshot has not seen.
-func (r *Replicator) SyncCursorThrough(ctx context.Context, b CursorStore, through uint64, consumers map[string]uint64) (Cursor, error) {
-	r.cursorMu.Lock()
-	defer r.cursorMu.Unlock()
-	return r.syncCursorLocked(ctx, b, through, consumers)
-}
-
-// syncCursorLocked is SyncCursor; the caller holds cursorMu.
-func (r *Replicator) syncCursorLocked(ctx context.Context, b CursorStore, through uint64, consumers map[string]uint64) (Cursor, error) {
-	r.mu.Lock()
-	shipped := max(min(r.shipped, through), r.cursorShipped)
-	r.mu.Unlock()
-	c, err := WriteCursor(ctx, b, r.shard, shipped, consumers)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err != nil {
-		r.stats.CursorFailed++
-		r.stats.LastError = err.Error()
-		return Cursor{}, err
-	}
-	r.stats.CursorWrites++
-	if shipped > r.cursorShipped {
-		r.cursorShipped = shipped
-	}
-	return c, nil
-}
-
-// Replicate is Prepare, Upload and Commit (or Fail) of every batch in one
-// call, followed by the cursor object when the shipped position moved. It
-// takes no lock across the bucket calls, so it is also safe to run on a
-// timer next to appends; a driver that wants the steps apart calls them
-// itself. A pass stops at the first failed upload: nothing after it could
-// be committed. When nothing new is durable and the cursor object is up to
-// date, it issues no request at all.
-//
-// The cursor object carries src's live consumers when src has a
-// Snapshot() (localseg.Snapshot, error) method (*localseg.Store has), and
-// none otherwise.
-func (r *Replicator) Replicate(ctx context.Context, src Source, b Bucket) (Result, error) {
-	if r.opts.Disabled {
-		return Result{}, nil
-	}
-	batches, err := r.Prepare(src)
-	res := Result{Prepared: len(batches)}
-	if err != nil {
-		res.ShippedThrough = r.ShippedThrough()
-		return res, err
-	}
-	var failure error
-	for _, bt := range batches {
-		if err := Upload(ctx, b, src, bt); err != nil {
-			r.Fail(bt, err)
-			res.Failed++
-			failure = err
-			break
-		}
-		if err := r.Commit(bt); err != nil {
-			// Another driver moved the cursor backward? It cannot; a gap
-			// here means a concurrent pass failed first. Stop, like a
-			// failure, without counting an upload failure.
-			failure = err
-			break
-		}
-		res.Batches++
-		res.Records += bt.Records()
-		res.Bytes += bt.Len()
-	}
-	res.ShippedThrough = r.ShippedThrough()
-	if r.CursorDue() {
-		// The consumers are read under cursorMu, so a later write never
-		// carries an older snapshot.
-		r.cursorMu.Lock()
-		consumers, cerr := liveConsumers(src)
-		if cerr == nil {
-			res.Cursor, cerr = r.syncCursorLocked(ctx, b, ^uint64(0), consumers)
-			res.CursorWritten = cerr == nil
-		} else {
-			cerr = fmt.Errorf("tailbatch: shard %d: consumers for the cursor object: %w", r.shard, cerr)
-		}
-		r.cursorMu.Unlock()
-		failure = errors.Join(failure, cerr)
-	}
-	return res, failure
-}
-
-func liveConsumers(src Source) (map[string]uint64, error) {
-	s, ok := src.(snapshotter)
-	if !ok {
-		return nil, nil
-	}
-	snap, err := s.Snapshot()
-	if err != nil {
-		return nil, err
-	}
-	return snap.Consumers, nil
-}

@@ -10,7 +10,6 @@ import (
 	"github.com/bucketlog/bucketlog/blobtier/memcas"
 	"github.com/bucketlog/bucketlog/internal/drives"
 	"github.com/bucketlog/bucketlog/localseg"
-	"github.com/bucketlog/bucketlog/reclaim"
 )
 
 func init() {
@@ -229,10 +228,10 @@ it does not, 2 when it refuses (fewer than 8 events, a used root). Output:
 func runGCDrive(c *cli, args []string) int {
 	f := newFlags("durable-eventlog-gc", "--root DIR [--events N] [--segment-max-bytes N] [--min-retained-segments N] [--consumer C]", gcDriveAbout)
 	root := addDriveRoot(f, freshRoot)
-	events := f.Int("events", 40, fmt.Sprintf("events to append, %d to %d", reclaim.MinGCDriveEvents, reclaim.MaxGCDriveEvents))
-	segMax := f.Int64("segment-max-bytes", reclaim.DefaultGCDriveSegmentBytes, "the drive's segment size")
+	events := f.Int("events", 40, fmt.Sprintf("events to append, %d to %d", drives.MinGCDriveEvents, drives.MaxGCDriveEvents))
+	segMax := f.Int64("segment-max-bytes", drives.DefaultGCDriveSegmentBytes, "the drive's segment size")
 	minKeep := f.Int("min-retained-segments", 2, "the floor of segments kept")
-	consumer := f.String("consumer", reclaim.DefaultGCDriveConsumer, "the consumer that acks")
+	consumer := f.String("consumer", drives.DefaultGCDriveConsumer, "the consumer that acks")
 	if stop, code := c.parse(f, args); stop {
 		return code
 	}
@@ -246,7 +245,7 @@ func runGCDrive(c *cli, args []string) int {
 	if _, err := checkName("consumer", *consumer); err != nil {
 		return c.fail(usagef("--consumer: %v", err))
 	}
-	rep, err := reclaim.DriveGC(dir, *events, *segMax, *minKeep, *consumer)
+	rep, err := drives.DriveGC(dir, *events, *segMax, *minKeep, *consumer)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -293,9 +292,9 @@ Output:
    "other_shards_untouched","second_pass_noop","divergence"}}`
 
 func runSharedGCDrive(c *cli, args []string) int {
-	return runPoolDrive(c, args, "durable-eventlog-shared-gc", sharedGCAbout, "the shared GC drive", reclaim.MaxSharedGCDriveShards,
+	return runPoolDrive(c, args, "durable-eventlog-shared-gc", sharedGCAbout, "the shared GC drive", drives.MaxSharedGCDriveShards,
 		func(dir string, n int, b blobtier.Bucket) (any, bool, *string, error) {
-			rep, err := reclaim.DriveSharedGC(dir, n, b)
+			rep, err := drives.DriveSharedGC(dir, n, b)
 			return rep, rep.Holds(), rep.Report.Divergence, err
 		})
 }

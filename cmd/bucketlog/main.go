@@ -17,7 +17,6 @@ import (
 	"github.com/bucketlog/bucketlog/affinity"
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/internal/drives"
-	"github.com/bucketlog/bucketlog/reclaim"
 )
 
 func main() {
@@ -166,7 +165,7 @@ func classify(err error) string {
 	switch {
 	case err == nil:
 		return bucketlog.ClassOK
-	case errors.Is(err, drives.ErrUsage), errors.Is(err, reclaim.ErrDriveUsage),
+	case errors.Is(err, drives.ErrUsage),
 		errors.Is(err, affinity.ErrConfig), errors.Is(err, blobtier.ErrUnsupported):
 		return bucketlog.ClassUsage
 	}

@@ -16,6 +16,11 @@
 //     each owning one shard on a local disk of its own, over one bucket:
 //     shared miss, owner publish, non-owner cold load, parity, and crash
 //     recovery from the bucket alone.
+//   - DriveGC (durable-eventlog-gc): append, ack three quarters, one local
+//     reclaim pass: bounded growth, gapless from the base, restart.
+//   - DriveSharedGC (durable-eventlog-shared-gc): a pool over one bucket;
+//     the owner of shard 0 reclaims locally and in the bucket, and a
+//     non-owner's cold load and a new owner's hydrate agree with it.
 //
 // # Inputs
 //

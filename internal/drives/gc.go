@@ -1,22 +1,13 @@
-package reclaim
+package drives
 
 import (
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 
 	"github.com/bucketlog/bucketlog/localseg"
+	"github.com/bucketlog/bucketlog/reclaim"
 )
-
-// ErrDriveUsage is the class of a drive that refuses its input (the CLI's
-// usage class, exit 2).
-var ErrDriveUsage = errors.New("reclaim: drive refused")
-
-func usagef(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrDriveUsage, fmt.Sprintf(format, args...))
-}
 
 // Drive limits and defaults.
 const (
@@ -88,17 +79,6 @@ func (r GCDriveReport) Holds() bool {
 		d.ReclaimedReportsReclaimed && d.RestartRecovers && d.Divergence == nil
 }
 
-// divergence keeps the first problem a drive finds.
-type divergence struct{ first *string }
-
-func (d *divergence) fail(format string, args ...any) bool {
-	if d.first == nil {
-		s := fmt.Sprintf(format, args...)
-		d.first = &s
-	}
-	return false
-}
-
 // DriveGC is the segment-GC drive (CHECKLIST §5.9): on a fresh root it
 // appends events to shard 0 (<root>/shard-0000) with small segments, acks
 // consumer (DefaultGCDriveConsumer when empty) through about three quarters
@@ -108,7 +88,7 @@ func (d *divergence) fail(format string, args ...any) bool {
 // and that a restart recovers the base, the records and the cursor and
 // continues the sequence. segMax 0 means DefaultGCDriveSegmentBytes.
 //
-// It refuses (ErrDriveUsage) fewer than MinGCDriveEvents or more than
+// It refuses (ErrUsage) fewer than MinGCDriveEvents or more than
 // MaxGCDriveEvents events, a root that is empty or already holds
 // anything, a segment size over localseg.MaxSegmentBytes and a negative
 // floor. A broken invariant is reported (Holds false), not returned as an
@@ -127,7 +107,7 @@ func DriveGC(root string, events int, segMax int64, minRetained int, consumer st
 	if segMax == 0 {
 		segMax = DefaultGCDriveSegmentBytes
 	}
-	pol := Policy{Enabled: true, MinRetainedSegments: minRetained}
+	pol := reclaim.Policy{Enabled: true, MinRetainedSegments: minRetained}
 	consumer = strings.TrimSpace(consumer)
 	if consumer == "" {
 		consumer = DefaultGCDriveConsumer
@@ -162,7 +142,7 @@ func DriveGC(root string, events int, segMax int64, minRetained int, consumer st
 	if err != nil {
 		return GCDriveReport{}, fmt.Errorf("gc drive: snapshot: %w", err)
 	}
-	plan, res, err := Pass(st, pol, nil)
+	plan, res, err := reclaim.Pass(st, pol, nil)
 	if err != nil {
 		return GCDriveReport{}, fmt.Errorf("gc drive: %w", err)
 	}
@@ -178,7 +158,7 @@ func DriveGC(root string, events int, segMax int64, minRetained int, consumer st
 		ReclaimedSegments: len(res.Removed), ReclaimedThroughSeq: after.ReclaimedSeq,
 		ReclaimedThroughSegment: after.ReclaimedSeg, PlanReason: plan.Reason,
 	}
-	var dv divergence
+	var dv checks
 	d.GrowthBounded = len(res.Removed) > 0 && d.SegmentsAfter < d.SegmentsBefore && d.BytesAfter < d.BytesBefore &&
 		after.ReclaimedSeq <= acked && after.ReclaimedSeq == plan.ThroughSeq ||
 		dv.fail("the pass reclaimed %d segments through %d (consumer at %d; plan: %s)",
@@ -248,7 +228,7 @@ func segmentBytes(snap localseg.Snapshot) int64 {
 // checkRetained scans from 0 and checks the scan is clamped to the base,
 // gapless to the tip, and byte-identical to what was appended; and that
 // nothing the consumer had not acked is gone.
-func checkRetained(st *localseg.Store, appended []localseg.Event, reclaimedSeq, acked uint64, dv *divergence) (int, bool) {
+func checkRetained(st *localseg.Store, appended []localseg.Event, reclaimedSeq, acked uint64, dv *checks) (int, bool) {
 	page, err := st.Scan(0, len(appended)+1)
 	if err != nil {
 		return 0, dv.fail("scan after reclaim: %v", err)
@@ -274,7 +254,7 @@ func checkRetained(st *localseg.Store, appended []localseg.Event, reclaimedSeq, 
 	return n, true
 }
 
-func checkReclaimedRead(st *localseg.Store, reclaimedSeq uint64, dv *divergence) bool {
+func checkReclaimedRead(st *localseg.Store, reclaimedSeq uint64, dv *checks) bool {
 	if reclaimedSeq == 0 {
 		return dv.fail("nothing was reclaimed")
 	}
@@ -285,7 +265,7 @@ func checkReclaimedRead(st *localseg.Store, reclaimedSeq uint64, dv *divergence)
 	return true
 }
 
-func checkRestart(st *localseg.Store, appended []localseg.Event, want localseg.Snapshot, consumer string, acked uint64, dv *divergence) bool {
+func checkRestart(st *localseg.Store, appended []localseg.Event, want localseg.Snapshot, consumer string, acked uint64, dv *checks) bool {
 	snap, err := st.Snapshot()
 	if err != nil {
 		return dv.fail("snapshot after restart: %v", err)
@@ -297,7 +277,7 @@ func checkRestart(st *localseg.Store, appended []localseg.Event, want localseg.S
 	if cur, ok := snap.Consumers[consumer]; !ok || cur != acked {
 		return dv.fail("after restart consumer %q is at %d (present %v), want %d", consumer, cur, ok, acked)
 	}
-	var inner divergence
+	var inner checks
 	if _, ok := checkRetained(st, appended, want.ReclaimedSeq, acked, &inner); !ok {
 		return dv.fail("after restart: %s", *inner.first)
 	}
@@ -306,31 +286,4 @@ func checkRestart(st *localseg.Store, appended []localseg.Event, want localseg.S
 		return dv.fail("append after restart: sequence %d, %v; want %d", res.Seq, err, want.Tip+1)
 	}
 	return true
-}
-
-// prepareRoot refuses an empty root and one that already holds anything,
-// so a drive never mixes its events with real data, then creates it.
-func prepareRoot(root string) error {
-	if strings.TrimSpace(root) == "" {
-		return usagef("the root directory is empty; give a fresh directory")
-	}
-	f, err := os.Open(root)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		if err := os.MkdirAll(root, 0o755); err != nil {
-			return fmt.Errorf("drive: create root: %w", err)
-		}
-		return nil
-	case err != nil:
-		return fmt.Errorf("drive: open root: %w", err)
-	}
-	defer f.Close()
-	names, err := f.Readdirnames(1)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("drive: read root: %w", err)
-	}
-	if len(names) > 0 {
-		return usagef("root %s is not empty (it holds %q); a drive runs only on a fresh directory", root, names[0])
-	}
-	return nil
 }

@@ -1,4 +1,4 @@
-package reclaim
+package drives
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/coldload"
 	"github.com/bucketlog/bucketlog/localseg"
+	"github.com/bucketlog/bucketlog/reclaim"
 	"github.com/bucketlog/bucketlog/watermark"
 )
 
@@ -80,9 +81,9 @@ func (r SharedGCDriveReport) Holds() bool {
 		d.Divergence == nil
 }
 
-// replica is one member of the drive's pool: it owns shard i and keeps its
+// gcReplica is one member of the drive's pool: it owns shard i and keeps its
 // store under <root>/replica-<i>.
-type replica struct {
+type gcReplica struct {
 	shard  uint32
 	dir    string
 	st     *localseg.Store
@@ -102,7 +103,7 @@ type replica struct {
 //
 // b must be able to compare-and-swap (ErrSharedUnsupported otherwise) and
 // should hold nothing of shards 0..shardCount-1: the drive writes there. It
-// refuses (ErrDriveUsage) fewer than 2 shards (one shard has no non-owner),
+// refuses (ErrUsage) fewer than 2 shards (one shard has no non-owner),
 // more than MaxSharedGCDriveShards, a nil bucket and a root that is empty or
 // already holds anything.
 func DriveSharedGC(root string, shardCount int, b blobtier.Bucket) (SharedGCDriveReport, error) {
@@ -114,7 +115,7 @@ func DriveSharedGC(root string, shardCount int, b blobtier.Bucket) (SharedGCDriv
 	case b == nil:
 		return SharedGCDriveReport{}, usagef("the shared GC drive needs a bucket")
 	case !b.CanCAS():
-		return SharedGCDriveReport{}, fmt.Errorf("shared GC drive: %w", ErrSharedUnsupported)
+		return SharedGCDriveReport{}, fmt.Errorf("shared GC drive: %w", reclaim.ErrSharedUnsupported)
 	}
 	if err := prepareRoot(root); err != nil {
 		return SharedGCDriveReport{}, err
@@ -123,7 +124,7 @@ func DriveSharedGC(root string, shardCount int, b blobtier.Bucket) (SharedGCDriv
 	opts := localseg.Options{SegmentMaxBytes: DefaultGCDriveSegmentBytes}
 	consumer := DefaultGCDriveConsumer
 
-	pool := make([]*replica, shardCount)
+	pool := make([]*gcReplica, shardCount)
 	defer func() {
 		for _, r := range pool {
 			if r != nil && r.st != nil {
@@ -132,7 +133,7 @@ func DriveSharedGC(root string, shardCount int, b blobtier.Bucket) (SharedGCDriv
 		}
 	}()
 	for i := range pool {
-		r := &replica{shard: uint32(i), dir: localseg.ShardDir(filepath.Join(root, fmt.Sprintf("replica-%d", i)), i)}
+		r := &gcReplica{shard: uint32(i), dir: localseg.ShardDir(filepath.Join(root, fmt.Sprintf("replica-%d", i)), i)}
 		pool[i] = r
 		var err error
 		if r.st, err = localseg.Open(r.dir, opts); err != nil {
@@ -177,8 +178,8 @@ func DriveSharedGC(root string, shardCount int, b blobtier.Bucket) (SharedGCDriv
 	if err != nil {
 		return SharedGCDriveReport{}, err
 	}
-	pol := Policy{Enabled: true}
-	res, err := Shared(ctx, owner.st, b, owner.shard, Owner, pol, durable)
+	pol := reclaim.Policy{Enabled: true}
+	res, err := reclaim.Shared(ctx, owner.st, b, owner.shard, reclaim.Owner, pol, durable)
 	if err != nil {
 		return SharedGCDriveReport{}, fmt.Errorf("shared GC drive: reclaim shard 0: %w", err)
 	}
@@ -188,7 +189,7 @@ func DriveSharedGC(root string, shardCount int, b blobtier.Bucket) (SharedGCDriv
 		AckedThrough: SharedGCDriveAck, SharedObjectsBefore: countKind(before[0], blobtier.KindSegment),
 		WatermarkSeq: res.Watermark.Seq, WatermarkSegment: res.Watermark.Segment, PlanReason: res.Plan.Reason,
 	}
-	var dv divergence
+	var dv checks
 	after0, err := shardKeys(ctx, b, 0)
 	if err != nil {
 		return SharedGCDriveReport{}, err
@@ -201,7 +202,7 @@ func DriveSharedGC(root string, shardCount int, b blobtier.Bucket) (SharedGCDriv
 		return SharedGCDriveReport{}, fmt.Errorf("shared GC drive: owner scan: %w", err)
 	}
 	d.OwnerBase, d.OwnerRetained = ownerPage.Base, len(ownerPage.Records)
-	var inner divergence
+	var inner checks
 	_, ok := checkRetained(owner.st, owner.events, res.Watermark.Seq, SharedGCDriveAck, &inner)
 	d.OwnerGapless = (ok && res.Watermark.Seq > 0) ||
 		dv.fail("owner: %s", orString(inner.first, "nothing was reclaimed"))
@@ -224,7 +225,7 @@ func DriveSharedGC(root string, shardCount int, b blobtier.Bucket) (SharedGCDriv
 		}
 	}
 
-	again, err := Shared(ctx, owner.st, b, owner.shard, Owner, pol, durable)
+	again, err := reclaim.Shared(ctx, owner.st, b, owner.shard, reclaim.Owner, pol, durable)
 	if err != nil {
 		return SharedGCDriveReport{}, fmt.Errorf("shared GC drive: second pass: %w", err)
 	}
@@ -266,7 +267,7 @@ func routedEvents(shard, count, n int) []localseg.Event {
 
 // uploadSealed puts every sealed segment of r into the bucket, as the
 // engine's uploader does: write-once, epoch 0.
-func uploadSealed(ctx context.Context, b blobtier.Bucket, r *replica) error {
+func uploadSealed(ctx context.Context, b blobtier.Bucket, r *gcReplica) error {
 	snap, err := r.st.Snapshot()
 	if err != nil {
 		return fmt.Errorf("shared GC drive: snapshot shard %d: %w", r.shard, err)
@@ -337,8 +338,8 @@ func countKind(keys []string, kind blobtier.Kind) int {
 	return n
 }
 
-// samePage reports whether two scans hold the same base and records.
-func samePage(got, want localseg.Page) (bool, string) {
+// samePageWhy reports whether two scans hold the same base and records.
+func samePageWhy(got, want localseg.Page) (bool, string) {
 	if got.Base != want.Base || len(got.Records) != len(want.Records) {
 		return false, fmt.Sprintf("base %d with %d records, owner has base %d with %d", got.Base, len(got.Records), want.Base, len(want.Records))
 	}
@@ -350,7 +351,7 @@ func samePage(got, want localseg.Page) (bool, string) {
 	return true, ""
 }
 
-func checkNonOwner(ctx context.Context, b blobtier.Bucket, scratch string, owner localseg.Page, dv *divergence) bool {
+func checkNonOwner(ctx context.Context, b blobtier.Bucket, scratch string, owner localseg.Page, dv *checks) bool {
 	st, cleanup, err := coldload.ReadOnly(ctx, b, 0, scratch)
 	if err != nil {
 		return dv.fail("non-owner cold load: %v", err)
@@ -360,14 +361,14 @@ func checkNonOwner(ctx context.Context, b blobtier.Bucket, scratch string, owner
 	if err != nil {
 		return dv.fail("non-owner scan: %v", err)
 	}
-	if ok, why := samePage(page, owner); !ok {
+	if ok, why := samePageWhy(page, owner); !ok {
 		return dv.fail("non-owner cold load: %s", why)
 	}
 	return true
 }
 
 func checkNewOwner(ctx context.Context, b blobtier.Bucket, root string, opts localseg.Options, owner localseg.Page,
-	maxSeenSegment uint64, dv *divergence) bool {
+	maxSeenSegment uint64, dv *checks) bool {
 	dir := localseg.ShardDir(root, 0)
 	rep, err := coldload.Hydrate(ctx, b, 0, dir, coldload.Options{Store: opts})
 	if err != nil {
@@ -382,7 +383,7 @@ func checkNewOwner(ctx context.Context, b blobtier.Bucket, root string, opts loc
 	if err != nil {
 		return dv.fail("new-owner scan: %v", err)
 	}
-	if ok, why := samePage(page, owner); !ok {
+	if ok, why := samePageWhy(page, owner); !ok {
 		return dv.fail("new-owner hydrate: %s", why)
 	}
 	tip := owner.Base - 1 + uint64(len(owner.Records))
@@ -403,7 +404,7 @@ func checkNewOwner(ctx context.Context, b blobtier.Bucket, root string, opts loc
 
 // checkPruned: every key of the shard at or below the mark is gone, every
 // key above it is still there.
-func checkPruned(before, after []string, m watermark.Mark, dv *divergence) bool {
+func checkPruned(before, after []string, m watermark.Mark, dv *checks) bool {
 	var want []string
 	for _, k := range before {
 		key, err := blobtier.ParseKey(k)

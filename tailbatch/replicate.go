@@ -1,0 +1,188 @@
+package tailbatch
+
+// One pass (Replicate) and the cursor object it keeps up to date.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+
+	"github.com/bucketlog/bucketlog/localseg"
+)
+
+// snapshotter is the optional part of a Source that lets Replicate write the
+// cursor object with the store's live consumers (*localseg.Store has it).
+type snapshotter interface {
+	Snapshot() (localseg.Snapshot, error)
+}
+
+// SyncCursor writes the cursor object (see WriteCursor) with the current
+// shipped position and consumers, and counts the write. Call it after a tail
+// put of the same tick succeeded; it is what Replicate does when the object
+// is due.
+//
+// Calls are serialised per replicator, and no write carries a lower
+// shipped_through than the one before it. A caller whose consumers come
+// from a snapshot should take that snapshot after the previous write ended
+// (Replicate does), or an older snapshot may follow a newer one.
+func (r *Replicator) SyncCursor(ctx context.Context, b CursorStore, consumers map[string]uint64) (Cursor, error) {
+	r.cursorMu.Lock()
+	defer r.cursorMu.Unlock()
+	return r.syncCursorLocked(ctx, b, ^uint64(0), consumers)
+}
+
+// syncCursorLocked is SyncCursor; the caller holds cursorMu.
+func (r *Replicator) syncCursorLocked(ctx context.Context, b CursorStore, through uint64, consumers map[string]uint64) (Cursor, error) {
+	r.mu.Lock()
+	shipped := max(min(r.shipped, through), r.cursorShipped)
+	r.mu.Unlock()
+	c, err := WriteCursor(ctx, b, r.shard, shipped, consumers)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		r.stats.CursorFailed++
+		r.stats.LastError = err.Error()
+		return Cursor{}, err
+	}
+	r.stats.CursorWrites++
+	if shipped > r.cursorShipped {
+		r.cursorShipped = shipped
+	}
+	r.cursorConsumers = maps.Clone(consumers)
+	return c, nil
+}
+
+// Replicate is Prepare, Upload and Commit (or Fail) of every batch in one
+// call, followed by the cursor object when it is due. It takes no lock
+// across the bucket calls, so it is also safe to run on a timer next to
+// appends; a driver that wants the steps apart calls them itself. A pass
+// stops at the first failed upload: nothing after it could be committed.
+// When nothing new is durable and the cursor object is up to date, it
+// issues no request at all.
+//
+// The cursor object is due when the shipped position moved past the last
+// one written, or when the consumers differ from those it carried; a pass
+// that stopped at a failure still writes it for what committed before
+// (see Hooks.CursorOnlyAfterSuccess). It carries src's live consumers when src has a
+// Snapshot() (localseg.Snapshot, error) method (*localseg.Store has), and
+// none otherwise. A Disabled replicator ships no tail object but still
+// writes the cursor object when it is due (Advance moved the position, or
+// the consumers changed).
+func (r *Replicator) Replicate(ctx context.Context, src Source, b Bucket) (Result, error) {
+	return r.ReplicateWith(ctx, src, b, Hooks{})
+}
+
+// Hooks let a driver that keeps books of its own (the engine's shipper)
+// run its passes through Replicate. Every field is optional; the zero value
+// is Replicate.
+type Hooks struct {
+	// Resync returns a sequence the bucket is known to hold contiguously
+	// (the engine: the highest sequence of its contiguous durable
+	// segments). When Prepare refuses an extent (ErrBadExtent: the shipped
+	// position may sit below the local reclaim base, and everything below
+	// that base is in the bucket) and Resync returns more than
+	// ShippedThrough, the pass calls Advance with it and prepares once
+	// more, rather than fail every pass.
+	Resync func() uint64
+	// Committed is called after each batch's Commit, before the next
+	// upload.
+	Committed func(Batch)
+	// Failed is called after a failed upload, once Fail recorded it (a
+	// conflict, errors.Is(err, blobtier.ErrConflict), is a second writer).
+	// The pass stops there.
+	Failed func(Batch, error)
+	// CursorOnlyAfterSuccess writes the cursor object only after a pass in
+	// which every batch committed; by default a pass that stopped at a
+	// failure still writes it for what committed before.
+	CursorOnlyAfterSuccess bool
+}
+
+// ReplicateWith is Replicate with hooks.
+func (r *Replicator) ReplicateWith(ctx context.Context, src Source, b Bucket, h Hooks) (Result, error) {
+	batches, err := r.Prepare(src)
+	if errors.Is(err, ErrBadExtent) && h.Resync != nil {
+		if seq := h.Resync(); seq > r.ShippedThrough() {
+			r.Advance(seq)
+			batches, err = r.Prepare(src)
+		}
+	}
+	res := Result{Prepared: len(batches)}
+	if err != nil {
+		res.ShippedThrough = r.ShippedThrough()
+		return res, err
+	}
+	var failure error
+	for _, bt := range batches {
+		if err := Upload(ctx, b, src, bt); err != nil {
+			r.Fail(bt, err)
+			res.Failed++
+			if h.Failed != nil {
+				h.Failed(bt, err)
+			}
+			failure = err
+			break
+		}
+		if err := r.Commit(bt); err != nil {
+			// Another driver moved the cursor backward? It cannot; a gap
+			// here means a concurrent pass failed first. Stop, like a
+			// failure, without counting an upload failure.
+			failure = err
+			break
+		}
+		if h.Committed != nil {
+			h.Committed(bt)
+		}
+		res.Batches++
+		res.Records += bt.Records()
+		res.Bytes += bt.Len()
+	}
+	res.ShippedThrough = r.ShippedThrough()
+	if failure != nil && h.CursorOnlyAfterSuccess {
+		return res, failure
+	}
+	var cerr error
+	res.Cursor, res.CursorWritten, cerr = r.syncCursorIfDue(ctx, src, b)
+	return res, errors.Join(failure, cerr)
+}
+
+// syncCursorIfDue writes the cursor object when the shipped position moved
+// past the last one written or src's consumers changed since. The shipped
+// position is read before the consumers snapshot and caps the object's
+// shipped_through: a restore trusts the object's consumers for every frame
+// up to its shipped_through, so the snapshot must be no older than the
+// frame of shipped_through; a position read after the snapshot could name
+// frames (a consumer created meanwhile) the snapshot has not seen. Both are
+// read under cursorMu, so a later write never carries an older snapshot.
+func (r *Replicator) syncCursorIfDue(ctx context.Context, src Source, b CursorStore) (Cursor, bool, error) {
+	r.cursorMu.Lock()
+	defer r.cursorMu.Unlock()
+	through := r.ShippedThrough()
+	consumers, err := liveConsumers(src)
+	if err != nil {
+		return Cursor{}, false, fmt.Errorf("tailbatch: shard %d: consumers for the cursor object: %w", r.shard, err)
+	}
+	r.mu.Lock()
+	due := r.shipped > r.cursorShipped || !maps.Equal(r.cursorConsumers, consumers)
+	r.mu.Unlock()
+	if !due {
+		return Cursor{}, false, nil
+	}
+	c, err := r.syncCursorLocked(ctx, b, through, consumers)
+	if err != nil {
+		return Cursor{}, false, fmt.Errorf("tailbatch: shard %d: write the cursor object: %w", r.shard, err)
+	}
+	return c, true, nil
+}
+
+func liveConsumers(src Source) (map[string]uint64, error) {
+	s, ok := src.(snapshotter)
+	if !ok {
+		return nil, nil
+	}
+	snap, err := s.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	return snap.Consumers, nil
+}
