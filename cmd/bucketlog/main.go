@@ -21,11 +21,16 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGHUP and SIGINT stop like SIGTERM (drain, last shipment, an exit
+	// code that says whether the bucket holds everything).
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
 	stop()
 	os.Exit(code)
 }
+
+// stopSignals end a command the orderly way.
+var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
 
 // command is one subcommand. Every file of this package adds its commands
 // from an init function with register; the top-level help lists them all.

@@ -629,9 +629,12 @@ A batch is refused whole, but a crash in the middle of writing one may leave
 an unacknowledged prefix. The log does not de-duplicate client retries.
 
 With the bucket unreachable serve keeps appending (events are durable on the
-local disk) and retrying, and /readyz says why. On SIGTERM or SIGINT it stops
-accepting, finishes requests in flight (--shutdown-timeout), ships the tail
-one last time (--shutdown-ship-timeout) and exits 0.`
+local disk) and retrying, and /readyz says why. On SIGTERM, SIGINT or SIGHUP
+it stops accepting, finishes requests in flight (--shutdown-timeout), ships
+the tail one last time (--shutdown-ship-timeout) and exits 0 when the bucket
+holds every event; when it does not, it logs at ERROR how many events remain
+unshipped ("sequences A..B": durable on the local disk, they ship on the
+next start with the bucket) and exits 7 (not_in_bucket).`
 
 func runServe(c *cli, args []string) int {
 	f := newFlags("serve", "[--listen HOST:PORT] [--dir PATH] [--shard-index N --shard-count N] [--bucket URL] [flags]", serveAbout)
@@ -757,12 +760,33 @@ func runServe(c *cli, args []string) int {
 		code = bucketlog.ExitCode(bucketlog.ClassStorage)
 	}
 	shutdown()
-	if err := l.Close(); err != nil {
-		// Every acknowledged event is durable on the local disk; what did
-		// not ship now ships on the next start with the bucket.
-		logger.Error("closing the shard", "err", oneLine(err.Error()))
-	} else {
-		logger.Info("stopped")
+	// No request is in flight any more: the tip is final.
+	tip := l.Store().Tip()
+	closeErr := l.Close()
+	if cc := closeCode(logger, opts.BucketURL != "", tip, l.ShippedThrough(), closeErr); code == 0 {
+		code = cc
 	}
 	return code
+}
+
+// closeCode reports how the shard closed and returns the exit code it
+// earns: 7 (not_in_bucket) when a bucket is configured and it does not hold
+// every event through tip — they are durable on the local disk and ship on
+// the next start with the bucket —, else 0 (a close error that lost nothing
+// is logged, not an exit code).
+func closeCode(logger *slog.Logger, bucket bool, tip, shipped uint64, err error) int {
+	if bucket && shipped < tip {
+		attrs := []any{"unshipped", tip - shipped, "sequences", fmt.Sprintf("%d..%d", shipped+1, tip)}
+		if err != nil {
+			attrs = append(attrs, "err", oneLine(err.Error()))
+		}
+		logger.Error(fmt.Sprintf("stopped with %d events not in the bucket, sequences %d..%d: durable on the local disk, they ship on the next start with the bucket", tip-shipped, shipped+1, tip), attrs...)
+		return bucketlog.ExitCode(bucketlog.ClassNotInBucket)
+	}
+	if err != nil {
+		logger.Error("closing the shard", "err", oneLine(err.Error()))
+		return 0
+	}
+	logger.Info("stopped")
+	return 0
 }
