@@ -108,6 +108,10 @@ type cli struct {
 	// name is the command being run, for messages ("" before one is
 	// chosen).
 	name string
+	// logLevel is --log-level (nil: the command's default); logJSON is
+	// --log-format json.
+	logLevel *slog.Level
+	logJSON  bool
 }
 
 // run is main without the process: it dispatches args to a command and
@@ -129,6 +133,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		topUsage(stdout)
 		return 0
+	case "--version", "-version":
+		if len(args) > 1 {
+			return c.fail(usagef("--version takes no arguments"))
+		}
+		return c.emit(buildVersion())
 	}
 	cmd, ok := registry[args[0]]
 	if !ok {
@@ -221,7 +230,7 @@ func (c *cli) fail(err error) int {
 // prints everything it found, in its own field order and with exact numbers.
 func (c *cli) failWith(report any, err error) int {
 	class := classify(err)
-	msg := oneLine(err.Error())
+	msg := cliMessage(err)
 	fmt.Fprintf(c.stderr, "%s: %s\n", c.prog(), msg)
 	var b strings.Builder
 	body := "{}"
@@ -246,6 +255,13 @@ func (c *cli) failWith(report any, err error) int {
 		fmt.Fprintf(c.stderr, "%s: write the output: %s\n", c.prog(), oneLine(werr.Error()))
 	}
 	return bucketlog.ExitCode(class)
+}
+
+// cliMessage is err's message on one line without the engine's own
+// "bucketlog: " prefix: the line on stderr already starts with the program
+// name ("bucketlog scan: usage: …", never "bucketlog: bucketlog: usage: …").
+func cliMessage(err error) string {
+	return strings.TrimPrefix(oneLine(err.Error()), "bucketlog: ")
 }
 
 // hasKey reports whether the JSON object obj has a top-level key.

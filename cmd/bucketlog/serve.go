@@ -649,6 +649,7 @@ func runServe(c *cli, args []string) int {
 	maxPage := f.Int64("max-page-bytes", defaultMaxPageBytes, "cap on the record bytes of one page (scan, read, pull); a page cut by it says \"truncated\":true")
 	maxInflight := f.Int64("max-inflight-body-bytes", 0, "cap on the request body bytes in flight across the server; beyond it 503 with Retry-After (default 64 MiB, at least --max-body-bytes)")
 	drain := f.Duration("shutdown-timeout", 10*time.Second, "on SIGTERM, how long requests in flight may take to finish")
+	startup := f.Duration("startup-timeout", 0, fmt.Sprintf("how long opening retries a bucket that does not answer before it gives up (default %v)", bucketlog.DefaultStartupTimeout))
 	shipTimeout := f.Duration("shutdown-ship-timeout", 0, "on SIGTERM, the bound on the last tail shipment (default 10s)")
 	if stop, code := c.parse(f, args); stop {
 		return code
@@ -688,6 +689,12 @@ func runServe(c *cli, args []string) int {
 	if *drain <= 0 {
 		return c.fail(usagef("--shutdown-timeout %v must be positive", *drain))
 	}
+	if f.isSet("startup-timeout") {
+		if *startup <= 0 {
+			return c.fail(usagef("--startup-timeout %v must be positive", *startup))
+		}
+		opts.StartupTimeout = *startup
+	}
 	if f.isSet("shutdown-ship-timeout") {
 		if *shipTimeout <= 0 {
 			return c.fail(usagef("--shutdown-ship-timeout %v must be positive", *shipTimeout))
@@ -697,10 +704,10 @@ func runServe(c *cli, args []string) int {
 
 	// A server logs what it does (reclaims, shipping failures) at info; the
 	// one-shot commands keep stderr to warnings.
-	logger := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	logger := c.logger(slog.LevelInfo)
 	opts.Logger = logger
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoGauge())
 	opts.Registerer = reg
 
 	ln, err := net.Listen("tcp", *listen)

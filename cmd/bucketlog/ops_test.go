@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestVersion: `bucketlog version` and `bucketlog --version` print the
+// build information as JSON, exit 0.
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		r := runCLI(t, nil, args...)
+		if r.code != 0 || r.obj["action"] != "version" || r.obj["go_version"] != runtime.Version() || r.obj["version"] == "" || r.obj["commit"] == "" {
+			t.Fatalf("%v:\n%s", args, r)
+		}
+	}
+	runCLI(t, nil, "--version", "extra").want(t, 2, "usage")
+}
+
+// TestHelpFalse: --help=false is no request for help; --help=true is.
+func TestHelpFalse(t *testing.T) {
+	dir := t.TempDir()
+	r := runCLI(t, nil, "scan", "--dir", dir, "--help=false")
+	if r.code != 0 || strings.Contains(r.stdout, "usage:") || r.obj["action"] != "eventlog-scan" {
+		t.Fatalf("--help=false printed help or failed:\n%s", r)
+	}
+}
+
+// TestNoDoublePrefix: an error line names the program once.
+func TestNoDoublePrefix(t *testing.T) {
+	for _, args := range [][]string{{"nosuchcommand"}, {"scan", "--limit", "-1"}, {}} {
+		r := runCLI(t, nil, args...)
+		if r.code != 2 || strings.Contains(r.stderr, "bucketlog: bucketlog:") || strings.Contains(r.stderr, ": bucketlog: usage") {
+			t.Fatalf("%v: a doubled prefix:\n%s", args, r)
+		}
+	}
+}
+
+// TestLogFlags: --log-level and --log-format apply to every command's
+// stderr; bad values are usage errors.
+func TestLogFlags(t *testing.T) {
+	// An ignored environment value is a warning: shown at warn, hidden at
+	// error, JSON with --log-format json.
+	env := []string{"NOETL_EHDB_TAIL_INTERVAL_SECS=zero"}
+	dir := t.TempDir()
+	r := runCLI(t, env, "scan", "--dir", dir)
+	if !strings.Contains(r.stderr, "level=WARN") {
+		t.Fatalf("no text warning by default:\n%s", r)
+	}
+	r = runCLI(t, env, "scan", "--dir", dir, "--log-level", "error")
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("--log-level error still logs a warning:\n%s", r)
+	}
+	r = runCLI(t, env, "scan", "--dir", dir, "--log-format", "json")
+	line := strings.TrimSpace(r.stderr)
+	var rec map[string]any
+	if err := json.Unmarshal([]byte(line), &rec); err != nil || rec["level"] != "WARN" {
+		t.Fatalf("--log-format json: %v\n%s", err, r)
+	}
+	runCLI(t, nil, "scan", "--dir", dir, "--log-level", "verbose").want(t, 2, "usage")
+	runCLI(t, nil, "scan", "--dir", dir, "--log-format", "xml").want(t, 2, "usage")
+}
+
+// TestIntervalMinimums: a tick that would spin a core is refused (usage),
+// never silently raised.
+func TestIntervalMinimums(t *testing.T) {
+	for _, args := range [][]string{
+		{"serve", "--listen", "127.0.0.1:0", "--tail-interval", "1ns"},
+		{"serve", "--listen", "127.0.0.1:0", "--seal-max-age", "1ms"},
+		{"serve", "--listen", "127.0.0.1:0", "--startup-timeout", "0s"},
+		{"append", "--tail-interval", "9ms", "--execution-id", "1", "--transaction-id", "t", "--payload", "p"},
+		{"selfcheck", "config", "--tail-interval", "1us"},
+	} {
+		r := runCLI(t, nil, append(args, "--dir", t.TempDir())...)
+		r.want(t, 2, "usage")
+	}
+}
+
+// TestREADMEMetricsAreServesRegistry: the README's metric tables list
+// exactly the bucketlog_ metrics serve registers (the engine's and serve's
+// own), no more, no fewer.
+func TestREADMEMetricsAreServesRegistry(t *testing.T) {
+	s := startServer(t, "--dir", t.TempDir(), "--bucket", "mem://readme-metrics")
+	// consumer_lag exists once a consumer does.
+	if code := do(t, "POST", s.base+"/v1/events", eventJSON("1", "t", "p"), nil); code != http.StatusCreated {
+		t.Fatalf("append: %d", code)
+	}
+	if code := do(t, "POST", s.base+"/v1/consumers/c/pull", "", nil); code != http.StatusOK {
+		t.Fatalf("pull: %d", code)
+	}
+	resp, err := http.Get(s.base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var served []string
+	sc := bufio.NewScanner(strings.NewReader(string(body)))
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) >= 3 && f[0] == "#" && f[1] == "TYPE" && strings.HasPrefix(f[2], "bucketlog_") {
+			served = append(served, f[2])
+		}
+	}
+	if !slices.Contains(served, "bucketlog_build_info") || !strings.Contains(string(body), `bucketlog_build_info{commit="`) {
+		t.Fatalf("no bucketlog_build_info on /metrics:\n%s", body)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, m := range regexp.MustCompile("(?:`|<code>)(bucketlog_[a-z_]+)").FindAllStringSubmatch(string(readme), -1) {
+		listed[m[1]] = true
+	}
+	for _, name := range served {
+		if !listed[name] {
+			t.Errorf("serve registers %s; the README does not list it", name)
+		}
+		delete(listed, name)
+	}
+	for name := range listed {
+		t.Errorf("the README lists %s; serve does not register it", name)
+	}
+	if code := s.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("serve exited %d; stderr:\n%s", code, s.stderr)
+	}
+}
