@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -256,7 +257,7 @@ func runAppend(c *cli, args []string) int {
 	execID := f.String("execution-id", "", "the execution `ID` ([A-Za-z0-9_-], 1-256 bytes after trimming)")
 	txnID := f.String("transaction-id", "", "the transaction `ID` (non-blank)")
 	payload := f.String("payload", "", "the payload `TEXT` (valid UTF-8; stored byte for byte)")
-	file := f.String("file", "", "append the events of file `F`, one JSON event a line, validated whole first")
+	file := f.String("file", "", "append the events of file `F` (- for stdin), one JSON event a line, validated whole first")
 	bucket := addBucketFlag(f, "the bucket the shard ships to")
 	sync := f.Bool("sync-to-bucket", false, "return only once the bucket holds the event (exit 7 if it does not confirm within --sync-wait)")
 	syncWait := f.Duration("sync-wait", 0, "how long --sync-to-bucket waits for the bucket (default 10s); the last shipment at exit gets as long again")
@@ -289,12 +290,16 @@ func runAppend(c *cli, args []string) int {
 				return c.fail(usagef("--file and --%s exclude each other", n))
 			}
 		}
-		fh, err := os.Open(*file)
-		if err != nil {
-			return c.fail(usagef("--file: %v", err))
+		var in io.Reader = c.stdin
+		if *file != "-" {
+			fh, err := os.Open(*file)
+			if err != nil {
+				return c.fail(usagef("--file: %v", err))
+			}
+			defer fh.Close()
+			in = fh
 		}
-		evs, lines, err = readEvents(fh, segMax(opts))
-		fh.Close()
+		evs, lines, err = readEvents(in, segMax(opts))
 		if err != nil {
 			return c.fail(fmt.Errorf("--file %s: %w", *file, err))
 		}

@@ -2,16 +2,22 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/bucketlog/bucketlog"
+	"github.com/bucketlog/bucketlog/affinity"
 )
 
 // TestVersion: `bucketlog version` and `bucketlog --version` print the
@@ -132,5 +138,59 @@ func TestREADMEMetricsAreServesRegistry(t *testing.T) {
 	}
 	if code := s.stop(syscall.SIGTERM); code != 0 {
 		t.Fatalf("serve exited %d; stderr:\n%s", code, s.stderr)
+	}
+}
+
+// TestStrictEventJSON: duplicate and differently-cased keys are refused
+// (not last-wins), and a non-string payload gets our message, over HTTP
+// (400) and in an --file (exit 4); `append --file -` reads stdin.
+func TestStrictEventJSON(t *testing.T) {
+	bad := map[string]struct{ body, has string }{
+		"duplicate key":     {`{"execution_id":"1","transaction_id":"t","payload":"a","payload":"b"}`, `"payload" twice`},
+		"differently cased": {`{"execution_id":"1","transaction_id":"t","payload":"a","Payload":"b"}`, "case-sensitive"},
+		"cased only":        {`{"execution_id":"1","transaction_id":"t","Payload":"b"}`, "case-sensitive"},
+		"object payload":    {`{"execution_id":"1","transaction_id":"t","payload":{"a":1}}`, "payload must be a JSON string, not an object"},
+		"number id":         {`{"execution_id":1,"transaction_id":"t","payload":"p"}`, "execution_id must be a JSON string, not a number"},
+		"batch twice":       {`{"events":[],"events":[{"execution_id":"1","transaction_id":"t","payload":"p"}]}`, `"events" twice`},
+		"batch cased":       {`{"Events":[{"execution_id":"1","transaction_id":"t","payload":"p"}]}`, "case-sensitive"},
+		"in a batch":        {`{"events":[{"execution_id":"1","transaction_id":"t","payload":"a","Payload":"b"}]}`, "events[0]"},
+	}
+	l, err := bucketlog.Open(context.Background(), bucketlog.Options{Dir: t.TempDir(), Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	a := newAPI(apiConfig{own: affinity.Ownership{Index: 0, Count: 1}})
+	a.setLog(l)
+	for name, tc := range bad {
+		code, out := call(t, a, "POST", "/v1/events", tc.body)
+		msg, _ := out["error"].(string)
+		if code != http.StatusBadRequest || out["class"] != "invalid_input" || !strings.Contains(msg, tc.has) || strings.Contains(msg, "json: cannot unmarshal") {
+			t.Errorf("%s: %d %v, want 400 invalid_input naming %q", name, code, out, tc.has)
+		}
+	}
+	if tip := l.Store().Tip(); tip != 0 {
+		t.Fatalf("refused events were written: tip %d", tip)
+	}
+	code, out := call(t, a, "POST", "/v1/consumers/c/ack", `{"sequence":1,"Sequence":2}`)
+	if code != http.StatusBadRequest || out["class"] != "invalid_input" {
+		t.Errorf("ack with a cased duplicate: %d %v", code, out)
+	}
+
+	// The CLI: --file with a bad line, and --file - from stdin.
+	dir := t.TempDir()
+	file := filepath.Join(t.TempDir(), "in.jsonl")
+	writeFile(t, file, bad["differently cased"].body+"\n")
+	r := runCLI(t, nil, "append", "--dir", dir, "--file", file)
+	r.want(t, 4, "invalid_input")
+	if !strings.Contains(r.stderr, "case-sensitive") {
+		t.Fatalf("no clear message:\n%s", r)
+	}
+	cmd := exec.Command(binPath, "append", "--dir", dir, "--file", "-")
+	cmd.Env = baseEnv()
+	cmd.Stdin = strings.NewReader(eventJSON("1", "a", "x") + "\n" + eventJSON("1", "b", "y") + "\n")
+	outb, err := cmd.Output()
+	if err != nil || !strings.Contains(string(outb), `"appended":2`) {
+		t.Fatalf("append --file - : %v %s", err, outb)
 	}
 }

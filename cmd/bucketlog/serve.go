@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -308,7 +309,11 @@ func (a *api) parseEvents(body []byte) (evs []localseg.Event, batch bool, err er
 	if err := json.Unmarshal(body, &top); err != nil {
 		return nil, false, fmt.Errorf("%w: malformed JSON: %v (want one event object or {\"events\":[…]})", localseg.ErrInvalidInput, err)
 	}
-	if _, ok := top["events"]; !ok {
+	batchKey := false
+	for k := range top {
+		batchKey = batchKey || strings.EqualFold(k, "events")
+	}
+	if !batchKey {
 		ev, err := parseEventLine(body, a.segMax)
 		if err != nil {
 			return nil, false, err
@@ -317,6 +322,9 @@ func (a *api) parseEvents(body []byte) (evs []localseg.Event, batch bool, err er
 			return nil, false, err
 		}
 		return []localseg.Event{ev}, false, nil
+	}
+	if _, err := strictObject(body, "batch", "events"); err != nil {
+		return nil, true, err
 	}
 	var bb batchBody
 	if err := decodeStrict(body, &bb); err != nil {
@@ -528,6 +536,10 @@ func (a *api) ack(w http.ResponseWriter, r *http.Request, l *bucketlog.Log) {
 	body, release, err := a.readBody(w, r)
 	defer release()
 	if err != nil {
+		writeError(w, nil, err)
+		return
+	}
+	if _, err := strictObject(body, "ack body", "sequence"); err != nil {
 		writeError(w, nil, err)
 		return
 	}
