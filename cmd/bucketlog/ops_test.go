@@ -18,6 +18,7 @@ import (
 
 	"github.com/bucketlog/bucketlog"
 	"github.com/bucketlog/bucketlog/affinity"
+	"github.com/bucketlog/bucketlog/internal/emulator"
 )
 
 // TestVersion: `bucketlog version` and `bucketlog --version` print the
@@ -193,4 +194,88 @@ func TestStrictEventJSON(t *testing.T) {
 	if err != nil || !strings.Contains(string(outb), `"appended":2`) {
 		t.Fatalf("append --file - : %v %s", err, outb)
 	}
+}
+
+// TestNoSecretInAnyOutput: a bucket URL carrying secrets — a password in
+// the endpoint= URL, a ;token= parameter, a percent-encoded token inside
+// the endpoint — never appears in clear on any output: append and inspect
+// (stdout, stderr), bucket.json, selfcheck config, serve's start-up and
+// shutdown log lines, and the errors of a refused re-point and of an
+// unreachable bucket.
+func TestNoSecretInAnyOutput(t *testing.T) {
+	s3, err := emulator.StartS3()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s3.Close()
+	if err := s3.CreateBucket("redact"); err != nil {
+		t.Fatal(err)
+	}
+	host := strings.TrimPrefix(s3.Endpoint(), "http://")
+	secrets := []string{"PASSWORDpw1", "TOKENtk2", "TOKENtk3"}
+	good := "s3://redact?endpoint=http://opuser:PASSWORDpw1@" + host + "&use_path_style=true&region=us-east-1&anonymous=true"
+	other := "s3://other?endpoint=http%3A%2F%2F" + host + "%2F%3Ftoken%3DTOKENtk3&use_path_style=true&region=us-east-1&anonymous=true;token=TOKENtk2"
+	down := "s3://redact?region=us-east-1;token=TOKENtk2&endpoint=http://opuser:PASSWORDpw1@127.0.0.1:1&use_path_style=true&anonymous=true"
+	var outputs []string
+	check := func(what string, texts ...string) {
+		t.Helper()
+		for _, txt := range texts {
+			outputs = append(outputs, txt)
+			for _, s := range secrets {
+				if strings.Contains(txt, s) {
+					t.Errorf("%s prints the secret %q:\n%s", what, s, txt)
+				}
+			}
+		}
+	}
+	dir := t.TempDir()
+	r := runCLI(t, nil, "append", "--dir", dir, "--bucket", good, "--execution-id", "1", "--transaction-id", "t", "--payload", "p")
+	if r.code != 0 {
+		t.Fatalf("append with the bucket: %s", r)
+	}
+	check("append", r.stdout, r.stderr)
+	rec, err := os.ReadFile(filepath.Join(dir, "shard-0000", "bucket.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("bucket.json", string(rec))
+	r = runCLI(t, nil, "inspect", "--dir", dir)
+	if r.code != 0 || !strings.Contains(r.stdout, "REDACTED") {
+		t.Fatalf("inspect: %s", r)
+	}
+	check("inspect", r.stdout, r.stderr)
+	for _, u := range []string{good, other, down} {
+		r = runCLI(t, nil, "selfcheck", "config", "--bucket", u)
+		check("selfcheck config", r.stdout, r.stderr)
+	}
+	// A re-point to another bucket is refused naming both, redacted.
+	r = runCLI(t, nil, "append", "--dir", dir, "--bucket", other, "--execution-id", "1", "--transaction-id", "t", "--payload", "p")
+	r.want(t, 2, "usage")
+	check("the refused re-point", r.stdout, r.stderr)
+	// serve: its start-up lines name the bucket redacted. (A fresh
+	// directory, hydrated from the bucket: reopening a store whose
+	// endpoint= carries userinfo is refused until the root package's
+	// canonicalBucketURL ignores the endpoint's userinfo, as it ignores the
+	// URL's own.)
+	s := startServer(t, "--dir", t.TempDir(), "--bucket", good, "--log-level", "debug")
+	if code := s.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("serve: exit %d\n%s", code, s.stderr)
+	}
+	if !strings.Contains(s.stderr.String(), "REDACTED") {
+		t.Fatalf("serve's start-up lines do not name the bucket:\n%s", s.stderr)
+	}
+	check("serve", s.stderr.String())
+	// An unreachable bucket: the errors of an empty directory's hydration.
+	cmd := exec.Command(binPath, "serve", "--dir", t.TempDir(), "--listen", "127.0.0.1:0", "--bucket", down, "--startup-timeout", "1s")
+	cmd.Env = baseEnv()
+	var so, se strings.Builder
+	cmd.Stdout, cmd.Stderr = &so, &se
+	if err := cmd.Run(); err == nil || !strings.Contains(so.String(), `"error"`) {
+		t.Fatalf("serve on an unreachable bucket: %v\n%s\n%s", err, so.String(), se.String())
+	}
+	check("serve on an unreachable bucket", so.String(), se.String())
+	r = runCLI(t, nil, "restore", "--dir", t.TempDir(), "--bucket", down)
+	check("restore on an unreachable bucket", r.stdout, r.stderr)
+	r = runCLI(t, nil, "verify", "--bucket", down)
+	check("verify on an unreachable bucket", r.stdout, r.stderr)
 }

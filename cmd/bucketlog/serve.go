@@ -23,6 +23,7 @@ import (
 
 	"github.com/bucketlog/bucketlog"
 	"github.com/bucketlog/bucketlog/affinity"
+	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
@@ -760,7 +761,7 @@ func runServe(c *cli, args []string) int {
 	}
 	a.setLog(l)
 	if ok, reason := l.Health(); ok {
-		logger.Info("serving", "listen", ln.Addr().String(), "shard", own.Index, "shard_count", own.Count, "dir", l.Dir(), "bucket", opts.BucketURL != "")
+		logger.Info("serving", "listen", ln.Addr().String(), "shard", own.Index, "shard_count", own.Count, "dir", l.Dir(), "bucket", blobtier.Redact(opts.BucketURL))
 	} else {
 		logger.Warn("serving, not ready", "listen", ln.Addr().String(), "shard", own.Index, "reason", reason)
 	}
