@@ -366,6 +366,9 @@ func runInspect(c *cli, args []string) int {
 		return code
 	}
 	_, opts, n, err := s.resolve(c)
+	if err == nil {
+		err = existingRoot(opts.Dir)
+	}
 	if err != nil {
 		return c.fail(err)
 	}

@@ -428,6 +428,23 @@ func (s *oneShard) resolve(c *cli) (envConfig, bucketlog.Options, int, error) {
 	return env, opts, n, nil
 }
 
+// existingRoot refuses a read of a store root that does not exist: a
+// mistyped --dir must not look like an empty log (usage, exit 2). A root
+// that exists without the shard's directory is an empty shard
+// ("exists":false, exit 0).
+func existingRoot(dir string) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return usagef("--dir %s does not exist (a read never creates it; check the path)", dir)
+	case err != nil:
+		return fmt.Errorf("%w: --dir %s: %v", localseg.ErrInvalidState, dir, err)
+	case !fi.IsDir():
+		return usagef("--dir %s is not a directory", dir)
+	}
+	return nil
+}
+
 const scanAbout = `
 Reads one shard directory read-only (no lock, nothing written; it works while
 a server owns the shard). Output:
@@ -447,6 +464,9 @@ func runScan(c *cli, args []string) int {
 	env, opts, n, err := s.resolve(c)
 	if err == nil {
 		err = page.check()
+	}
+	if err == nil {
+		err = existingRoot(opts.Dir)
 	}
 	if err != nil {
 		return c.fail(err)
@@ -517,6 +537,11 @@ func runRead(c *cli, args []string) int {
 	url, err := bucket.value(s.f, env)
 	if err != nil {
 		return c.fail(err)
+	}
+	if url == "" {
+		if err := existingRoot(opts.Dir); err != nil {
+			return c.fail(err)
+		}
 	}
 	if useLocalRef(env) {
 		if err := c.refuseBucketWithLocalRef(s.f, env, "bucket"); err != nil {
@@ -613,6 +638,11 @@ func runTail(c *cli, args []string) int {
 	}
 	if opts.BucketURL, err = bucket.value(s.f, env); err != nil {
 		return c.fail(err)
+	}
+	if opts.BucketURL == "" {
+		if err := existingRoot(opts.Dir); err != nil {
+			return c.fail(err)
+		}
 	}
 	empty := tailOf(name, localseg.PullResult{})
 	if useLocalRef(env) {
