@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -278,4 +279,30 @@ func TestNoSecretInAnyOutput(t *testing.T) {
 	check("restore on an unreachable bucket", r.stdout, r.stderr)
 	r = runCLI(t, nil, "verify", "--bucket", down)
 	check("verify on an unreachable bucket", r.stdout, r.stderr)
+}
+
+// TestRouterErrorsAreJSON: the router's own 404 and 405 answer like every
+// other error, JSON {"error","class"}, with Allow on a 405.
+func TestRouterErrorsAreJSON(t *testing.T) {
+	a := newAPI(apiConfig{own: affinity.Ownership{Index: 0, Count: 1}})
+	for _, tc := range []struct {
+		method, target string
+		code           int
+	}{
+		{"GET", "/nope", http.StatusNotFound},
+		{"GET", "/v1/events/x/y", http.StatusNotFound},
+		{"PUT", "/v1/events", http.StatusMethodNotAllowed},
+		{"POST", "/healthz", http.StatusMethodNotAllowed},
+	} {
+		req := httptest.NewRequest(tc.method, tc.target, nil)
+		rec := httptest.NewRecorder()
+		a.ServeHTTP(rec, req)
+		var out map[string]any
+		if rec.Code != tc.code || rec.Header().Get("Content-Type") != "application/json" || json.Unmarshal(rec.Body.Bytes(), &out) != nil || out["class"] != "usage" || out["error"] == "" {
+			t.Errorf("%s %s: %d %q %q", tc.method, tc.target, rec.Code, rec.Header().Get("Content-Type"), rec.Body.String())
+		}
+		if tc.code == http.StatusMethodNotAllowed && rec.Header().Get("Allow") == "" {
+			t.Errorf("%s %s: 405 without Allow", tc.method, tc.target)
+		}
+	}
 }

@@ -123,7 +123,51 @@ func newAPI(cfg apiConfig) *api {
 	return a
 }
 
-func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
+func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := a.mux.Handler(r); pattern == "" {
+		a.noRoute(w, r)
+		return
+	}
+	a.mux.ServeHTTP(w, r)
+}
+
+// noRoute answers a request no route takes like every other error, JSON
+// {"error","class"}: 404 for an unknown path, 405 (with Allow) for a known
+// path with another method. The mux decides which (and redirects, such as
+// a path to clean, keep its own answer).
+func (a *api) noRoute(w http.ResponseWriter, r *http.Request) {
+	probe := &headerOnly{h: http.Header{}}
+	a.mux.ServeHTTP(probe, r)
+	switch probe.code {
+	case http.StatusNotFound:
+		writeError(w, nil, &statusError{status: http.StatusNotFound,
+			err: usagef("no route %s %s (serve --help lists the routes)", r.Method, r.URL.Path)})
+	case http.StatusMethodNotAllowed:
+		allow := probe.h.Get("Allow")
+		w.Header().Set("Allow", allow)
+		writeError(w, nil, &statusError{status: http.StatusMethodNotAllowed,
+			err: usagef("method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, allow)})
+	default:
+		a.mux.ServeHTTP(w, r)
+	}
+}
+
+// headerOnly records a handler's status and headers and drops its body.
+type headerOnly struct {
+	h    http.Header
+	code int
+}
+
+func (h *headerOnly) Header() http.Header { return h.h }
+func (h *headerOnly) WriteHeader(code int) {
+	if h.code == 0 {
+		h.code = code
+	}
+}
+func (h *headerOnly) Write(p []byte) (int, error) {
+	h.WriteHeader(http.StatusOK)
+	return len(p), nil
+}
 
 // setLog makes the API ready to serve l.
 func (a *api) setLog(l *bucketlog.Log) { a.log.Store(l) }
