@@ -103,7 +103,8 @@ Output (report fields):
   shard, dir             what was restored, where
   objects, bytes         objects read (watermark, cursor, segments, tails), their bytes
   seconds                wall time
-  base, base_segment     the bucket's reclaim watermark (reclaim.json)
+  base                   the first retained sequence: the watermark + 1 (as scan and inspect say)
+  watermark, base_segment   the bucket's reclaim watermark (reclaim.json): sequence and segment
   first_sequence, last_sequence   the events the store now holds (0..0: none)
   segments, segment_bytes         segment files written
   orphan_segments, tail_objects_below_watermark   skipped objects at or below the watermark
@@ -159,10 +160,7 @@ func runRestore(c *cli, args []string) int {
 		AllowPartial: *partial, AllowEmpty: *allowEmpty, AllowWatermarkAhead: *allowAhead,
 		Concurrency: *conc, Progress: progress,
 	})
-	out := struct {
-		Action string `json:"action"`
-		coldload.Report
-	}{"restore", rep}
+	out := restoreOutput{Action: "restore", Report: rep, Base: rep.Base + 1, Watermark: rep.Base}
 	if err != nil {
 		if rep.Objects == 0 && len(rep.Gaps) == 0 && rep.Short == nil {
 			return c.fail(err) // refused before reading anything: no report to show
@@ -175,8 +173,30 @@ func runRestore(c *cli, args []string) int {
 	if rep.WatermarkAhead != "" {
 		fmt.Fprintf(c.stderr, "restore: shard %d: warning: %s\n", n, rep.WatermarkAhead)
 	}
+	// The report's counts, which include the watermark and cursor objects
+	// the progress callbacks do not count: the line and the JSON agree.
+	lastP.Objects, lastP.ObjectsTotal = rep.Objects, max(rep.Objects, lastP.ObjectsTotal)
+	lastP.Bytes, lastP.BytesTotal = rep.Bytes, max(rep.Bytes, lastP.BytesTotal)
 	fmt.Fprintf(c.stderr, "restore: shard %d: done: %s, sequences %d..%d, %.2fs\n", n, progressLine(lastP), rep.FirstSeq, rep.LastSeq, rep.Seconds)
 	return c.emit(out)
+}
+
+// restoreOutput is restore's report. base is the first retained sequence
+// (the watermark + 1), as scan and inspect report it; watermark is the
+// bucket's reclaim watermark itself.
+type restoreOutput struct {
+	Action string `json:"action"`
+	coldload.Report
+	Base      uint64 `json:"base"`
+	Watermark uint64 `json:"watermark"`
+}
+
+// verifyShardOutput is one shard of verify's report, with base meaning what
+// it means everywhere (see restoreOutput).
+type verifyShardOutput struct {
+	coldload.ShardReport
+	Base      uint64 `json:"base"`
+	Watermark uint64 `json:"watermark"`
 }
 
 func progressLine(p coldload.Progress) string {
@@ -197,7 +217,9 @@ problem (5 when the bucket cannot be listed).
 Output (report fields):
   action     "verify"
   ok         no problem found
-  shards     per shard: shard, present, base, base_segment, segments, tail_objects,
+  shards     per shard: shard, present, base (the first retained sequence, the
+             watermark + 1, as scan and inspect say), watermark and base_segment
+             (the reclaim watermark), segments, tail_objects,
              through (what a restore would reach), shipped_through, consumers,
              orphan_segments, tail_objects_below_watermark, tail_objects_superseded,
              unparsed_keys, problems (a count)
@@ -249,11 +271,19 @@ func runVerify(c *cli, args []string) int {
 	if rep.Shards == nil {
 		rep.Shards = []coldload.ShardReport{}
 	}
+	shards := make([]verifyShardOutput, 0, len(rep.Shards))
+	for _, sr := range rep.Shards {
+		shards = append(shards, verifyShardOutput{ShardReport: sr, Base: sr.Base + 1, Watermark: sr.Base})
+	}
 	out := struct {
-		Action string `json:"action"`
-		OK     bool   `json:"ok"`
-		coldload.VerifyReport
-	}{"verify", err == nil && rep.OK(), rep}
+		Action   string              `json:"action"`
+		OK       bool                `json:"ok"`
+		Shards   []verifyShardOutput `json:"shards"`
+		Objects  int                 `json:"objects"`
+		Bytes    int64               `json:"bytes"`
+		Seconds  float64             `json:"seconds"`
+		Problems []coldload.Problem  `json:"problems"`
+	}{"verify", err == nil && rep.OK(), shards, rep.Objects, rep.Bytes, rep.Seconds, rep.Problems}
 	if err != nil {
 		return c.failWith(out, err)
 	}

@@ -246,8 +246,16 @@ func TestGCOnS3(t *testing.T) {
 	}
 	b := filepath.Join(t.TempDir(), "b")
 	r = ok(t, nil, "restore", "--bucket", bucket, "--dir", b)
-	if r.num(t, "base") != base-1 || r.num(t, "last_sequence") != 40 {
+	// One meaning of base everywhere: the first retained sequence.
+	if r.num(t, "base") != base || r.num(t, "watermark") != base-1 || r.num(t, "last_sequence") != 40 {
 		t.Fatalf("restore after gc:\n%s", r)
+	}
+	if v := ok(t, nil, "verify", "--bucket", bucket); !strings.Contains(v.stdout, fmt.Sprintf(`"base":%d,"watermark":%d`, base, base-1)) {
+		t.Fatalf("verify after gc does not say base %d:\n%s", base, v)
+	}
+	// The progress line's object count is the report's.
+	if want := fmt.Sprintf("done: %d/%d objects", r.num(t, "objects"), r.num(t, "objects")); !strings.Contains(r.stderr, want) {
+		t.Fatalf("the restore's progress line does not say %q:\n%s", want, r)
 	}
 	if got, want := ok(t, nil, "scan", "--dir", b).stdout, ok(t, nil, "scan", "--dir", a).stdout; got != want {
 		t.Fatalf("the restored shard differs:\n got %s\nwant %s", got, want)

@@ -211,7 +211,7 @@ func (c *cli) prog() string {
 
 // emit prints the command's output object and returns exit code 0.
 func (c *cli) emit(v any) int {
-	if err := writeJSON(c.stdout, v); err != nil {
+	if err := writeJSON(c.stdout, emptyLists(v)); err != nil {
 		fmt.Fprintf(c.stderr, "%s: write the output: %s\n", c.prog(), oneLine(err.Error()))
 		return bucketlog.ExitCode(bucketlog.ClassStorage)
 	}
@@ -236,7 +236,7 @@ func (c *cli) failWith(report any, err error) int {
 	body := "{}"
 	if report != nil {
 		var rb strings.Builder
-		if merr := writeJSON(&rb, report); merr == nil {
+		if merr := writeJSON(&rb, emptyLists(report)); merr == nil {
 			if s := strings.TrimSpace(rb.String()); strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}") {
 				body = s
 			}

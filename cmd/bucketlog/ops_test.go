@@ -306,3 +306,28 @@ func TestRouterErrorsAreJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestNoNullLists: every list of every JSON output is [] when empty, never
+// null (only the raw documents inspect quotes may be null: a missing file).
+func TestNoNullLists(t *testing.T) {
+	root := t.TempDir()
+	bucket := "file://" + filepath.Join(root, "bucket")
+	if err := os.MkdirAll(filepath.Join(root, "bucket"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "d")
+	var outs []result
+	outs = append(outs, ok(t, nil, "append", "--dir", dir, "--bucket", bucket, "--execution-id", "1", "--transaction-id", "t", "--payload", "p"))
+	outs = append(outs, ok(t, nil, "ship", "--dir", dir, "--bucket", bucket, "--seal-active"))
+	outs = append(outs, ok(t, nil, "verify", "--bucket", bucket))
+	outs = append(outs, ok(t, nil, "restore", "--dir", filepath.Join(root, "r"), "--bucket", bucket))
+	outs = append(outs, ok(t, nil, "inspect", "--dir", dir))
+	outs = append(outs, ok(t, nil, "scan", "--dir", dir, "--limit", "0"))
+	outs = append(outs, runCLI(t, nil, "gc", "--dir", dir, "--bucket", bucket)) // refused (no CAS), with its plan
+	allowed := strings.NewReplacer(`"checkpoint":null`, "", `"reclaim_manifest":null`, "")
+	for _, r := range outs {
+		if s := allowed.Replace(r.stdout); strings.Contains(s, "null") {
+			t.Errorf("a null in the output of bucketlog %s:\n%s", strings.Join(r.args, " "), r.stdout)
+		}
+	}
+}

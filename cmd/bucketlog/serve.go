@@ -241,7 +241,7 @@ func writeError(w http.ResponseWriter, report any, err error) {
 	body := "{}"
 	if report != nil {
 		var b bytes.Buffer
-		if writeJSON(&b, report) == nil {
+		if writeJSON(&b, emptyLists(report)) == nil {
 			body = string(bytes.TrimSpace(b.Bytes()))
 		}
 	}
@@ -263,7 +263,7 @@ func writeError(w http.ResponseWriter, report any, err error) {
 // writeBody answers v as JSON (payloads byte for byte: no HTML escaping).
 func writeBody(w http.ResponseWriter, status int, v any) {
 	var b bytes.Buffer
-	if err := writeJSON(&b, v); err != nil {
+	if err := writeJSON(&b, emptyLists(v)); err != nil {
 		writeError(w, nil, fmt.Errorf("encode the answer: %w", err))
 		return
 	}
