@@ -90,8 +90,8 @@ func TestBucketCommands(t *testing.T) {
 	}
 
 	r = ok(t, nil, "verify", "--bucket", bucket)
-	r.wantKeys(t, "action", "ok", "shards", "objects", "bytes", "seconds", "problems")
-	if r.obj["ok"] != true || len(r.obj["problems"].([]any)) != 0 {
+	r.wantKeys(t, "action", "ok", "shards_found", "shards", "objects", "bytes", "seconds", "problems")
+	if r.obj["ok"] != true || len(r.obj["problems"].([]any)) != 0 || fmt.Sprint(r.obj["shards_found"]) != "[0]" {
 		t.Fatalf("verify:\n%s", r)
 	}
 	helpMentions(t, r)
@@ -499,7 +499,8 @@ func TestRestoreGap(t *testing.T) {
 	if len(shards) != 2 || shards[1].(map[string]any)["present"] != false {
 		t.Fatalf("verify --shards 0,1:\n%s", r)
 	}
-	if r = ok(t, nil, "verify", "--bucket", bucket, "--shards", "1"); len(r.obj["shards"].([]any)) != 1 {
+	// A shard asked for that holds nothing is a problem, not ok.
+	if r = runCLI(t, nil, "verify", "--bucket", bucket, "--shards", "1").want(t, 1, "invariant"); len(r.obj["shards"].([]any)) != 1 || !strings.Contains(r.stdout, `"class":"missing"`) {
 		t.Fatalf("verify --shards 1:\n%s", r)
 	}
 	runCLI(t, nil, "verify", "--bucket", bucket, "--shard-count", "3", "--shards", "1").want(t, 2, "usage")

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -329,5 +330,58 @@ func TestNoNullLists(t *testing.T) {
 		if s := allowed.Replace(r.stdout); strings.Contains(s, "null") {
 			t.Errorf("a null in the output of bucketlog %s:\n%s", strings.Join(r.args, " "), r.stdout)
 		}
+	}
+}
+
+// TestVerifyAndRestoreDiscoverShards: without a shard list, verify checks
+// every shard the bucket holds and says which; restore --all-shards
+// restores each; --if-not-exists skips a directory that holds a store
+// (exit 0, nothing done).
+func TestVerifyAndRestoreDiscoverShards(t *testing.T) {
+	root := t.TempDir()
+	bdir := filepath.Join(root, "bucket")
+	if err := os.MkdirAll(bdir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bucket := "file://" + bdir
+	for _, shard := range []int{0, 3} {
+		dir := filepath.Join(root, "src")
+		for i, id := range ownedIDs(shard, 4, 3) {
+			ok(t, nil, "append", "--dir", dir, "--bucket", bucket, "--shard-index", strconv.Itoa(shard), "--shard-count", "4",
+				"--execution-id", id, "--transaction-id", strconv.Itoa(i), "--payload", "p")
+		}
+		pair := []string{"NOETL_SHARD_INDEX=" + strconv.Itoa(shard), "NOETL_SHARD_COUNT=4"}
+		ok(t, pair, "ship", "--dir", dir, "--bucket", bucket, "--seal-active")
+	}
+	r := ok(t, nil, "verify", "--bucket", bucket)
+	if !strings.Contains(r.stdout, `"shards_found":[0,3]`) || len(r.obj["shards"].([]any)) != 2 {
+		t.Fatalf("verify without shards:\n%s", r)
+	}
+	dst := filepath.Join(root, "dst")
+	r = ok(t, nil, "restore", "--bucket", bucket, "--dir", dst, "--all-shards")
+	if !strings.Contains(r.stdout, `"shards_found":[0,3]`) || len(r.obj["restored"].([]any)) != 2 || !strings.Contains(r.stderr, "[0 3]") {
+		t.Fatalf("restore --all-shards:\n%s", r)
+	}
+	for _, shard := range []string{"0", "3"} {
+		if s := ok(t, nil, "scan", "--dir", dst, "--shard", shard, "--limit", "0"); s.num(t, "record_count") != 3 {
+			t.Fatalf("restored shard %s:\n%s", shard, s)
+		}
+	}
+	before := ok(t, nil, "inspect", "--dir", dst, "--shard", "3").stdout
+	r = ok(t, nil, "restore", "--bucket", bucket, "--dir", dst, "--all-shards", "--if-not-exists")
+	if len(r.obj["restored"].([]any)) != 0 || len(r.obj["skipped"].([]any)) != 2 {
+		t.Fatalf("restore --all-shards --if-not-exists over restored shards:\n%s", r)
+	}
+	r = ok(t, nil, "restore", "--bucket", bucket, "--dir", dst, "--shard", "3", "--if-not-exists")
+	if r.obj["skipped"] != true {
+		t.Fatalf("restore --if-not-exists:\n%s", r)
+	}
+	if after := ok(t, nil, "inspect", "--dir", dst, "--shard", "3").stdout; after != before {
+		t.Fatalf("--if-not-exists changed the store:\n%s\n%s", before, after)
+	}
+	runCLI(t, nil, "restore", "--bucket", bucket, "--dir", dst, "--shard", "3").want(t, 3, "invalid_state")
+	// --if-not-exists on an empty directory restores.
+	if r = ok(t, nil, "restore", "--bucket", bucket, "--dir", filepath.Join(root, "new"), "--shard", "3", "--if-not-exists"); r.num(t, "last_sequence") != 3 {
+		t.Fatalf("restore --if-not-exists into a new directory:\n%s", r)
 	}
 }
