@@ -17,6 +17,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/bucketlog/bucketlog"
 	"github.com/bucketlog/bucketlog/affinity"
@@ -384,4 +385,28 @@ func TestVerifyAndRestoreDiscoverShards(t *testing.T) {
 	if r = ok(t, nil, "restore", "--bucket", bucket, "--dir", filepath.Join(root, "new"), "--shard", "3", "--if-not-exists"); r.num(t, "last_sequence") != 3 {
 		t.Fatalf("restore --if-not-exists into a new directory:\n%s", r)
 	}
+}
+
+// TestStartupTimeout: --startup-timeout bounds how long serve retries a
+// bucket that does not answer when it opens an existing store (the
+// default is 30s): with 1s it gives up within seconds, exit 5.
+func TestStartupTimeout(t *testing.T) {
+	fb := newFlakyBucket(t, "startup")
+	dir := t.TempDir()
+	ok(t, nil, "append", "--dir", dir, "--bucket", fb.url, "--execution-id", "1", "--transaction-id", "t", "--payload", "p")
+	fb.down.Store(true)
+	start := time.Now()
+	cmd := exec.Command(binPath, "serve", "--dir", dir, "--listen", "127.0.0.1:0", "--bucket", fb.url, "--startup-timeout", "1s")
+	cmd.Env = baseEnv()
+	var so, se strings.Builder
+	cmd.Stdout, cmd.Stderr = &so, &se
+	err := cmd.Run()
+	took := time.Since(start)
+	if err == nil || cmd.ProcessState.ExitCode() != 5 || !strings.Contains(so.String(), `"class":"storage"`) {
+		t.Fatalf("serve with the bucket down: %v after %v\n%s\n%s", err, took, so.String(), se.String())
+	}
+	if took > 20*time.Second {
+		t.Fatalf("serve took %v to give up with --startup-timeout 1s", took)
+	}
+	t.Logf("gave up after %v", took)
 }
