@@ -196,50 +196,132 @@ func sensitiveParam(name string) bool {
 // Redact returns rawURL without secrets, for logs, errors and bucket.json:
 // userinfo becomes REDACTED and so does the value of every query parameter
 // whose name suggests a secret (key, secret, token, password, credential,
-// signature, session, auth). Parameters keep their order. A string that is
-// not a URL is replaced whole, since it cannot be inspected.
+// signature, session, auth). Parameters are split on & and on ; (a
+// ";token=" is a parameter of its own), and a parameter's value is redacted
+// the same way, percent-decoded first, when it is itself a URL or a query
+// (an endpoint=http://user:PASS@host, or one whose own query carries a
+// token): userinfo anywhere and sensitive parameters at any depth. Parameters keep their
+// order. A string that is not a URL is replaced whole, since it cannot be
+// inspected.
 func Redact(rawURL string) string {
-	u, err := url.Parse(rawURL)
+	out, _ := redactURL(rawURL, 0, nil)
+	return out
+}
+
+// maxRedactDepth bounds the nesting of URLs inside parameter values.
+const maxRedactDepth = 4
+
+// redactURL redacts one URL (see Redact), appending each secret it removes
+// to *found (when found is not nil). changed is false when nothing was
+// removed: the URL is then returned as given (url.URL.String does not
+// round-trip every spelling: mem:// would become mem:).
+func redactURL(raw string, depth int, found *[]string) (out string, changed bool) {
+	u, err := url.Parse(raw)
 	if err != nil {
-		return "<unparseable URL (redacted)>"
+		return "<unparseable URL (redacted)>", true
 	}
-	changed := false
 	if u.User != nil {
+		if found != nil {
+			*found = append(*found, u.User.Username())
+			if p, ok := u.User.Password(); ok {
+				*found = append(*found, p)
+			}
+		}
 		u.User = url.User(redacted)
 		changed = true
 	}
 	if u.RawQuery != "" {
-		parts := strings.Split(u.RawQuery, "&")
-		for i, p := range parts {
-			k, _, hasValue := strings.Cut(p, "=")
-			name, err := url.QueryUnescape(k)
-			if err != nil {
-				name = k
-			}
-			if hasValue && sensitiveParam(name) {
-				parts[i] = k + "=" + redacted
-				changed = true
-			}
+		if q, c := redactQuery(u.RawQuery, depth, found); c {
+			u.RawQuery, changed = q, true
 		}
-		u.RawQuery = strings.Join(parts, "&")
 	}
 	if !changed {
-		// Returned as given: url.URL.String does not round-trip every
-		// spelling (mem:// would become mem:).
-		return rawURL
+		return raw, false
 	}
-	return u.String()
+	return u.String(), true
+}
+
+// redactQuery redacts a raw query string, split on & and ;.
+func redactQuery(raw string, depth int, found *[]string) (string, bool) {
+	changed := false
+	var b strings.Builder
+	start := 0
+	for i := 0; i <= len(raw); i++ {
+		if i < len(raw) && raw[i] != '&' && raw[i] != ';' {
+			continue
+		}
+		part, c := redactParam(raw[start:i], depth, found)
+		changed = changed || c
+		b.WriteString(part)
+		if i < len(raw) {
+			b.WriteByte(raw[i])
+		}
+		start = i + 1
+	}
+	return b.String(), changed
+}
+
+// redactParam redacts one name=value pair.
+func redactParam(p string, depth int, found *[]string) (string, bool) {
+	k, v, hasValue := strings.Cut(p, "=")
+	if !hasValue {
+		return p, false
+	}
+	name, err := url.QueryUnescape(k)
+	if err != nil {
+		name = k
+	}
+	val, verr := url.QueryUnescape(v)
+	if sensitiveParam(name) {
+		if found != nil {
+			*found = append(*found, v)
+			if verr == nil {
+				*found = append(*found, val)
+			}
+		}
+		return k + "=" + redacted, true
+	}
+	if verr != nil {
+		// Not decodable, so not inspectable: it may hide anything.
+		if strings.Contains(v, "%") {
+			if found != nil {
+				*found = append(*found, v)
+			}
+			return k + "=" + redacted, true
+		}
+		val = v
+	}
+	// A value encoded more than once is decoded to the end.
+	for range maxRedactDepth {
+		d, err := url.QueryUnescape(val)
+		if err != nil || d == val {
+			break
+		}
+		val = d
+	}
+	if depth >= maxRedactDepth || !strings.ContainsAny(val, "@=") {
+		return p, false
+	}
+	var inner string
+	var c bool
+	if strings.Contains(val, "://") {
+		inner, c = redactURL(val, depth+1, found)
+	} else {
+		inner, c = redactQuery(val, depth+1, found)
+	}
+	if !c {
+		return p, false
+	}
+	return k + "=" + url.QueryEscape(inner), true
 }
 
 // secretsOf lists the secret strings of rawURL in every spelling an error
 // message might quote them in.
 func secretsOf(rawURL string) []string {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return nil
-	}
+	var found []string
+	redactURL(rawURL, 0, &found)
 	var out []string
-	add := func(s string) {
+	for _, s := range found {
 		if len(s) >= 3 {
 			out = append(out, s)
 			if e := url.QueryEscape(s); e != s {
@@ -247,19 +329,6 @@ func secretsOf(rawURL string) []string {
 			}
 			if e := url.PathEscape(s); e != s {
 				out = append(out, e)
-			}
-		}
-	}
-	if u.User != nil {
-		add(u.User.Username())
-		if p, ok := u.User.Password(); ok {
-			add(p)
-		}
-	}
-	for k, vs := range u.Query() {
-		if sensitiveParam(k) {
-			for _, v := range vs {
-				add(v)
 			}
 		}
 	}

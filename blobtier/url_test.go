@@ -35,6 +35,34 @@ func TestRedact(t *testing.T) {
 	}
 }
 
+// TestRedactNested: secrets inside a parameter's value — userinfo of an
+// endpoint= URL, its own query, a ;-separated parameter, percent-encoded
+// spellings — never survive, and the rest of the URL does.
+func TestRedactNested(t *testing.T) {
+	for _, c := range []struct{ in, keep string }{
+		{"s3://b?endpoint=http://user:PASSWORD1@minio:9000&region=x", "minio"},
+		{"s3://b?region=x;token=PASSWORD1", "region=x"},
+		{"s3://b?endpoint=http://minio:9000;token=PASSWORD1", "minio"},
+		{"s3://b?endpoint=http%3A%2F%2Fminio%3A9000%3Ftoken%3DPASSWORD1", "minio"},
+		{"s3://b?endpoint=http%3A%2F%2Fu%3APASSWORD1%40minio%3A9000", "minio"},
+		{"s3://b?endpoint=http://minio:9000/?X-Amz-Signature=PASSWORD1%26a=b", "minio"},
+		{"s3://b?endpoint=http%253A%252F%252Fu%253APASSWORD1%2540minio", "minio"},
+		{"gs://b?opts=secret%3DPASSWORD1", "gs://b"},
+		{"s3://b?x=%zzPASSWORD1", "s3://b"},
+	} {
+		got := blobtier.Redact(c.in)
+		if strings.Contains(got, "PASSWORD1") || !strings.Contains(got, c.keep) || !strings.Contains(got, "REDACTED") {
+			t.Errorf("Redact(%q) = %q: leaks the secret or loses %q", c.in, got, c.keep)
+		}
+	}
+	// A URL without secrets is returned byte for byte.
+	for _, in := range []string{"s3://b?endpoint=http://127.0.0.1:9000&use_path_style=true&region=us-east-1&anonymous=true", "mem://", "gs://b?prefix=a=b/"} {
+		if got := blobtier.Redact(in); got != in {
+			t.Errorf("Redact(%q) = %q, want it unchanged", in, got)
+		}
+	}
+}
+
 func TestOpenErrorsNameTheURLWithoutSecrets(t *testing.T) {
 	ctx := context.Background()
 	// Without an emulator host, gcsblob would look for Application Default

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/bucketlog/bucketlog"
+	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/coldload"
 	"github.com/bucketlog/bucketlog/localseg"
 )
@@ -98,12 +102,21 @@ segment or tail object are exit 5. The restored directory records the
 bucket, so the store ships there.
 A progress line goes to stderr every second, and one at the end.
 
+--all-shards restores every shard the bucket holds (found by listing it;
+stderr names them) into DIR/shard-NNNN each, and prints
+  {"action":"restore","shards_found":[…],"restored":[report…],"skipped":[…]}
+stopping at the first shard that fails. --if-not-exists skips a shard whose
+directory already holds a store (exit 0, nothing done:
+{"action":"restore","shard","dir","skipped":true,"reason"}), for an init
+container that restores only a pod's new, empty volume.
+
 Output (report fields):
   action                 "restore"
   shard, dir             what was restored, where
   objects, bytes         objects read (watermark, cursor, segments, tails), their bytes
   seconds                wall time
-  base, base_segment     the bucket's reclaim watermark (reclaim.json)
+  base                   the first retained sequence: the watermark + 1 (as scan and inspect say)
+  watermark, base_segment   the bucket's reclaim watermark (reclaim.json): sequence and segment
   first_sequence, last_sequence   the events the store now holds (0..0: none)
   segments, segment_bytes         segment files written
   orphan_segments, tail_objects_below_watermark   skipped objects at or below the watermark
@@ -121,19 +134,27 @@ Output (report fields):
   attempts               restarts because the bucket changed while it was read`
 
 func runRestore(c *cli, args []string) int {
-	s := newOneShard("restore", "--bucket URL --dir PATH [--shard N] [--allow-partial] [--allow-empty] [--allow-watermark-ahead]", restoreAbout)
+	s := newOneShard("restore", "--bucket URL --dir PATH [--shard N | --all-shards] [--if-not-exists] [--allow-partial] [--allow-empty] [--allow-watermark-ahead]", restoreAbout)
 	bucket := addBucketFlag(s.f, "the bucket to restore from (required)")
 	partial := s.f.Bool("allow-partial", false, "keep the contiguous prefix when the bucket's history has a hole or ends short of shipped_through")
 	allowEmpty := s.f.Bool("allow-empty", false, "accept a bucket holding nothing of the shard (an empty store)")
 	allowAhead := s.f.Bool("allow-watermark-ahead", false, "take a reclaim watermark that nothing else in the bucket vouches for as it is")
 	conc := s.f.Int("concurrency", 0, "objects downloaded at once (default 8)")
+	allShards := s.f.Bool("all-shards", false, "restore every shard the bucket holds (found by listing it) into DIR/shard-NNNN each")
+	ifNotExists := s.f.Bool("if-not-exists", false, "a shard whose directory already holds a store is skipped (exit 0, nothing done), for init containers")
 	if stop, code := c.parse(s.f, args); stop {
 		return code
 	}
 	if !s.f.isSet("dir") && !s.f.isSet("root") {
 		return c.fail(usagef("missing required flag --dir (bucketlog restore --help)"))
 	}
+	if *allShards && s.f.isSet("shard") {
+		return c.fail(usagef("--all-shards and --shard exclude each other"))
+	}
 	env, opts, n, err := s.resolve(c)
+	if *allShards && err != nil && !s.f.isSet("shard") && errors.Is(err, env.shardErr) {
+		err = nil // the environment's shard pair plays no part
+	}
 	if err != nil {
 		return c.fail(err)
 	}
@@ -144,30 +165,117 @@ func runRestore(c *cli, args []string) int {
 	if *conc < 0 {
 		return c.fail(usagef("--concurrency %d is negative", *conc))
 	}
+	ro := bucketlog.RestoreOptions{BucketURL: url, Dir: opts.Dir,
+		AllowPartial: *partial, AllowEmpty: *allowEmpty, AllowWatermarkAhead: *allowAhead, Concurrency: *conc}
+	if !*allShards {
+		if skip, ok, err := skipRestore(*ifNotExists, opts.Dir, n); err != nil {
+			return c.fail(err)
+		} else if ok {
+			fmt.Fprintf(c.stderr, "restore: shard %d: %s\n", n, skip.Reason)
+			return c.emit(skip)
+		}
+		out, err := c.restoreShard(ro, n)
+		if err != nil {
+			if out.Objects == 0 && len(out.Gaps) == 0 && out.Short == nil {
+				return c.fail(err) // refused before reading anything: no report to show
+			}
+			return c.failWith(out, err)
+		}
+		return c.emit(out)
+	}
+
+	// --all-shards: what the bucket holds, each shard in turn.
+	bk, err := blobtier.Open(c.ctx, url, blobtier.Options{})
+	if err != nil {
+		return c.fail(fmt.Errorf("%w: %v", bucketlog.ErrUsage, err))
+	}
+	found, err := blobtier.Shards(c.ctx, bk)
+	bk.Close()
+	if err != nil {
+		return c.fail(err)
+	}
+	out := restoreAllOutput{Action: "restore", ShardsFound: found, Restored: []restoreOutput{}, Skipped: []restoreSkip{}}
+	fmt.Fprintf(c.stderr, "restore: the bucket holds shards %v\n", found)
+	if len(found) == 0 && !*allowEmpty {
+		return c.failWith(out, fmt.Errorf("%w: the bucket holds no object of any shard (a wrong bucket or prefix?); --allow-empty accepts that", bucketlog.ErrInvalidState))
+	}
+	for _, shard := range found {
+		skip, ok, err := skipRestore(*ifNotExists, opts.Dir, int(shard))
+		if err != nil {
+			return c.failWith(out, err)
+		}
+		if ok {
+			fmt.Fprintf(c.stderr, "restore: shard %d: %s\n", shard, skip.Reason)
+			out.Skipped = append(out.Skipped, skip)
+			continue
+		}
+		rep, err := c.restoreShard(ro, int(shard))
+		if err != nil {
+			return c.failWith(out, fmt.Errorf("shard %d: %w", shard, err))
+		}
+		out.Restored = append(out.Restored, rep)
+	}
+	return c.emit(out)
+}
+
+// restoreAllOutput is restore --all-shards' report.
+type restoreAllOutput struct {
+	Action      string          `json:"action"`
+	ShardsFound []uint32        `json:"shards_found"`
+	Restored    []restoreOutput `json:"restored"`
+	Skipped     []restoreSkip   `json:"skipped"`
+}
+
+// restoreSkip is a shard --if-not-exists left alone.
+type restoreSkip struct {
+	Action  string `json:"action"`
+	Shard   int    `json:"shard"`
+	Dir     string `json:"dir"`
+	Skipped bool   `json:"skipped"`
+	Reason  string `json:"reason"`
+}
+
+// skipRestore decides --if-not-exists for shard n: ok when the shard's
+// directory already holds a store (a segment file or a reclaim manifest,
+// as restore itself decides), which restore would refuse.
+func skipRestore(ifNotExists bool, root string, n int) (restoreSkip, bool, error) {
+	if !ifNotExists {
+		return restoreSkip{}, false, nil
+	}
+	dir := localseg.ShardDir(root, n)
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return restoreSkip{}, false, nil
+	}
+	if err != nil {
+		return restoreSkip{}, false, fmt.Errorf("%w: %s: %v", bucketlog.ErrInvalidState, dir, err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "seg-") || e.Name() == "reclaim.json" {
+			return restoreSkip{Action: "restore", Shard: n, Dir: dir, Skipped: true,
+				Reason: "the directory already holds a store; nothing done (--if-not-exists)"}, true, nil
+		}
+	}
+	return restoreSkip{}, false, nil
+}
+
+// restoreShard restores shard n with progress lines on stderr.
+func (c *cli) restoreShard(ro bucketlog.RestoreOptions, n int) (restoreOutput, error) {
 	var last time.Time
 	var lastP coldload.Progress
 	start := time.Now()
-	progress := func(p coldload.Progress) {
+	ro.Shard = n
+	ro.Progress = func(p coldload.Progress) {
 		lastP = p
 		if now := time.Now(); now.Sub(last) >= time.Second && now.Sub(start) >= time.Second {
 			last = now
 			fmt.Fprintf(c.stderr, "restore: shard %d: %s\n", n, progressLine(p))
 		}
 	}
-	rep, err := bucketlog.Restore(c.ctx, bucketlog.RestoreOptions{
-		BucketURL: url, Shard: n, Dir: opts.Dir,
-		AllowPartial: *partial, AllowEmpty: *allowEmpty, AllowWatermarkAhead: *allowAhead,
-		Concurrency: *conc, Progress: progress,
-	})
-	out := struct {
-		Action string `json:"action"`
-		coldload.Report
-	}{"restore", rep}
+	rep, err := bucketlog.Restore(c.ctx, ro)
+	out := restoreOutput{Action: "restore", Report: rep, Base: rep.Base + 1, Watermark: rep.Base}
 	if err != nil {
-		if rep.Objects == 0 && len(rep.Gaps) == 0 && rep.Short == nil {
-			return c.fail(err) // refused before reading anything: no report to show
-		}
-		return c.failWith(out, err)
+		return out, err
 	}
 	if rep.CursorDamaged {
 		fmt.Fprintf(c.stderr, "restore: shard %d: warning: the cursor object is damaged; consumers come from the frames alone and shipped_through was not checked\n", n)
@@ -175,8 +283,30 @@ func runRestore(c *cli, args []string) int {
 	if rep.WatermarkAhead != "" {
 		fmt.Fprintf(c.stderr, "restore: shard %d: warning: %s\n", n, rep.WatermarkAhead)
 	}
+	// The report's counts, which include the watermark and cursor objects
+	// the progress callbacks do not count: the line and the JSON agree.
+	lastP.Objects, lastP.ObjectsTotal = rep.Objects, max(rep.Objects, lastP.ObjectsTotal)
+	lastP.Bytes, lastP.BytesTotal = rep.Bytes, max(rep.Bytes, lastP.BytesTotal)
 	fmt.Fprintf(c.stderr, "restore: shard %d: done: %s, sequences %d..%d, %.2fs\n", n, progressLine(lastP), rep.FirstSeq, rep.LastSeq, rep.Seconds)
-	return c.emit(out)
+	return out, nil
+}
+
+// restoreOutput is restore's report. base is the first retained sequence
+// (the watermark + 1), as scan and inspect report it; watermark is the
+// bucket's reclaim watermark itself.
+type restoreOutput struct {
+	Action string `json:"action"`
+	coldload.Report
+	Base      uint64 `json:"base"`
+	Watermark uint64 `json:"watermark"`
+}
+
+// verifyShardOutput is one shard of verify's report, with base meaning what
+// it means everywhere (see restoreOutput).
+type verifyShardOutput struct {
+	coldload.ShardReport
+	Base      uint64 `json:"base"`
+	Watermark uint64 `json:"watermark"`
 }
 
 func progressLine(p coldload.Progress) string {
@@ -189,15 +319,20 @@ every segment and tail object's length, digest and frames, tail objects
 against their keys, segment ids contiguous above the watermark, sequences
 continuing across objects, overlapping objects identical, and the cursor
 object within what the bucket holds, and the reclaim watermark vouched for
-by the other objects. A bucket does not say how many shards
-it has: --shards lists them (e.g. 0,1,3), or --shard-count N checks 0..N-1;
-neither checks shard 0. Exit 0 when no problem is found, 1 listing every
-problem (5 when the bucket cannot be listed).
+by the other objects. Without --shards (e.g. 0,1,3) or --shard-count N
+(0..N-1) it checks every shard the bucket holds, found by listing it, and
+names them in shards_found. A shard asked for that holds no object, and a
+bucket that holds no shard at all, are problems (class missing). Exit 0
+when no problem is found, 1 listing every problem (5 when the bucket cannot
+be listed).
 
 Output (report fields):
   action     "verify"
   ok         no problem found
-  shards     per shard: shard, present, base, base_segment, segments, tail_objects,
+  shards_found   the shards the bucket holds (when neither --shards nor --shard-count)
+  shards     per shard: shard, present, base (the first retained sequence, the
+             watermark + 1, as scan and inspect say), watermark and base_segment
+             (the reclaim watermark), segments, tail_objects,
              through (what a restore would reach), shipped_through, consumers,
              orphan_segments, tail_objects_below_watermark, tail_objects_superseded,
              unparsed_keys, problems (a count)
@@ -242,18 +377,69 @@ func runVerify(c *cli, args []string) int {
 			vo.Shards = append(vo.Shards, uint32(n))
 		}
 	}
-	rep, err := bucketlog.Verify(c.ctx, url, nil, vo)
+	bk, err := blobtier.Open(c.ctx, url, blobtier.Options{})
+	if err != nil {
+		return c.fail(fmt.Errorf("%w: %v", bucketlog.ErrUsage, err))
+	}
+	defer bk.Close()
+	// Without --shards or --shard-count, every shard the bucket holds.
+	var found []uint32
+	discover := len(vo.Shards) == 0 && vo.ShardCount == 0
+	if discover {
+		if found, err = blobtier.Shards(c.ctx, bk); err != nil {
+			return c.fail(err)
+		}
+		vo.Shards = found
+	}
+	var rep coldload.VerifyReport
+	if !discover || len(found) > 0 {
+		rep, err = bucketlog.Verify(c.ctx, url, bk, vo)
+	}
+	if err == nil {
+		// A shard asked for by name or count that holds nothing is a
+		// problem, not ok; so is a bucket that holds no shard at all (a
+		// wrong bucket or prefix must not look like a clean one).
+		for i, sr := range rep.Shards {
+			if !sr.Present {
+				rep.Shards[i].Problems++
+				rep.Problems = append(rep.Problems, coldload.Problem{Shard: sr.Shard, Class: coldload.ProblemMissing,
+					Detail: fmt.Sprintf("shard %d has no object in the bucket", sr.Shard)})
+			}
+		}
+		if discover && len(found) == 0 {
+			rep.Problems = append(rep.Problems, coldload.Problem{Class: coldload.ProblemMissing,
+				Detail: "the bucket holds no object of any shard (a wrong bucket or prefix?)"})
+		}
+	}
 	if rep.Problems == nil {
 		rep.Problems = []coldload.Problem{}
 	}
 	if rep.Shards == nil {
 		rep.Shards = []coldload.ShardReport{}
 	}
+	var foundOut *[]uint32
+	if discover {
+		foundOut = &found
+		if found == nil {
+			found = []uint32{}
+		}
+	}
+	shards := make([]verifyShardOutput, 0, len(rep.Shards))
+	for _, sr := range rep.Shards {
+		shards = append(shards, verifyShardOutput{ShardReport: sr, Base: sr.Base + 1, Watermark: sr.Base})
+	}
 	out := struct {
 		Action string `json:"action"`
 		OK     bool   `json:"ok"`
-		coldload.VerifyReport
-	}{"verify", err == nil && rep.OK(), rep}
+		// ShardsFound is what the bucket holds, when verify discovered
+		// the shards (no --shards or --shard-count).
+		ShardsFound *[]uint32           `json:"shards_found,omitempty"`
+		Shards      []verifyShardOutput `json:"shards"`
+		Objects     int                 `json:"objects"`
+		Bytes       int64               `json:"bytes"`
+		Seconds     float64             `json:"seconds"`
+		Problems    []coldload.Problem  `json:"problems"`
+	}{"verify", err == nil && rep.OK(), foundOut, shards, rep.Objects, rep.Bytes, rep.Seconds, rep.Problems}
 	if err != nil {
 		return c.failWith(out, err)
 	}
@@ -366,6 +552,9 @@ func runInspect(c *cli, args []string) int {
 		return code
 	}
 	_, opts, n, err := s.resolve(c)
+	if err == nil {
+		err = existingRoot(opts.Dir)
+	}
 	if err != nil {
 		return c.fail(err)
 	}

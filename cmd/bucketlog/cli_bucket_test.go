@@ -90,8 +90,8 @@ func TestBucketCommands(t *testing.T) {
 	}
 
 	r = ok(t, nil, "verify", "--bucket", bucket)
-	r.wantKeys(t, "action", "ok", "shards", "objects", "bytes", "seconds", "problems")
-	if r.obj["ok"] != true || len(r.obj["problems"].([]any)) != 0 {
+	r.wantKeys(t, "action", "ok", "shards_found", "shards", "objects", "bytes", "seconds", "problems")
+	if r.obj["ok"] != true || len(r.obj["problems"].([]any)) != 0 || fmt.Sprint(r.obj["shards_found"]) != "[0]" {
 		t.Fatalf("verify:\n%s", r)
 	}
 	helpMentions(t, r)
@@ -246,8 +246,16 @@ func TestGCOnS3(t *testing.T) {
 	}
 	b := filepath.Join(t.TempDir(), "b")
 	r = ok(t, nil, "restore", "--bucket", bucket, "--dir", b)
-	if r.num(t, "base") != base-1 || r.num(t, "last_sequence") != 40 {
+	// One meaning of base everywhere: the first retained sequence.
+	if r.num(t, "base") != base || r.num(t, "watermark") != base-1 || r.num(t, "last_sequence") != 40 {
 		t.Fatalf("restore after gc:\n%s", r)
+	}
+	if v := ok(t, nil, "verify", "--bucket", bucket); !strings.Contains(v.stdout, fmt.Sprintf(`"base":%d,"watermark":%d`, base, base-1)) {
+		t.Fatalf("verify after gc does not say base %d:\n%s", base, v)
+	}
+	// The progress line's object count is the report's.
+	if want := fmt.Sprintf("done: %d/%d objects", r.num(t, "objects"), r.num(t, "objects")); !strings.Contains(r.stderr, want) {
+		t.Fatalf("the restore's progress line does not say %q:\n%s", want, r)
 	}
 	if got, want := ok(t, nil, "scan", "--dir", b).stdout, ok(t, nil, "scan", "--dir", a).stdout; got != want {
 		t.Fatalf("the restored shard differs:\n got %s\nwant %s", got, want)
@@ -491,7 +499,8 @@ func TestRestoreGap(t *testing.T) {
 	if len(shards) != 2 || shards[1].(map[string]any)["present"] != false {
 		t.Fatalf("verify --shards 0,1:\n%s", r)
 	}
-	if r = ok(t, nil, "verify", "--bucket", bucket, "--shards", "1"); len(r.obj["shards"].([]any)) != 1 {
+	// A shard asked for that holds nothing is a problem, not ok.
+	if r = runCLI(t, nil, "verify", "--bucket", bucket, "--shards", "1").want(t, 1, "invariant"); len(r.obj["shards"].([]any)) != 1 || !strings.Contains(r.stdout, `"class":"missing"`) {
 		t.Fatalf("verify --shards 1:\n%s", r)
 	}
 	runCLI(t, nil, "verify", "--bucket", bucket, "--shard-count", "3", "--shards", "1").want(t, 2, "usage")

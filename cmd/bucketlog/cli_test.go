@@ -421,7 +421,20 @@ func mustMarshal(t *testing.T, v any) string {
 // never written answer "does not exist" and create nothing (CHECKLIST
 // §1.9, §1.15).
 func TestEmptyShardReadsCreateNothing(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "never")
+	// A root that does not exist is a usage error (a mistyped --dir must
+	// not look like an empty log); one that exists without the shard's
+	// directory is an empty shard.
+	missing := filepath.Join(t.TempDir(), "never")
+	for _, args := range [][]string{{"scan"}, {"read", "--execution-id", "1"}, {"tail", "--consumer", "c"}, {"inspect"}} {
+		r := runCLI(t, nil, append(args, "--dir", missing)...).want(t, 2, "usage")
+		if !strings.Contains(r.stderr, "does not exist") {
+			t.Fatalf("%v: %s", args, r)
+		}
+	}
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Fatalf("a read created %s: %v", missing, err)
+	}
+	dir := t.TempDir()
 	r := ok(t, nil, "scan", "--dir", dir)
 	if r.obj["exists"] != false || r.num(t, "base") != 1 || r.num(t, "record_count") != 0 {
 		t.Fatalf("scan:\n%s", r)
@@ -437,8 +450,8 @@ func TestEmptyShardReadsCreateNothing(t *testing.T) {
 	if r = ok(t, nil, "inspect", "--dir", dir); r.obj["exists"] != false {
 		t.Fatalf("inspect:\n%s", r)
 	}
-	if _, err := os.Stat(dir); !os.IsNotExist(err) {
-		t.Fatalf("a read created %s: %v", dir, err)
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) != 0 {
+		t.Fatalf("a read created %v in %s: %v", entries, dir, err)
 	}
 }
 

@@ -79,6 +79,25 @@
 // the engine's non-owner read does: the engine offers that read only to a
 // writable owner of another shard, which a read-only command must not be.
 //
+// # Operating decisions
+//
+// serve stops the orderly way on SIGTERM, SIGINT and SIGHUP alike, and its
+// exit code says whether the bucket holds every event: 7 (not_in_bucket)
+// with an ERROR line naming the unshipped "sequences A..B" when it does not.
+// Every command takes --log-level and --log-format; `version` and
+// `--version` print the build. A tick that would spin a core is refused,
+// not raised: --tail-interval below 10ms and a positive --seal-max-age below
+// 1s are usage errors. A read of a --dir that does not exist is a usage
+// error (a mistyped path must not look like an empty log); an existing
+// root without the shard is an empty shard. Event JSON is decoded strictly:
+// a key given twice or spelt in another case is invalid input. Every list
+// of every JSON output is [] when empty, never null. base means the first
+// retained sequence everywhere (restore and verify also report the
+// watermark, base - 1). verify without a shard list checks every shard the
+// bucket holds (found by listing it), and a shard asked for that holds
+// nothing is a problem. Bucket URLs are printed and stored only through
+// blobtier.Redact.
+//
 // # Concurrency and crash assumptions
 //
 // Commands that write (append, tail, ack, consumer-delete, ship, gc,

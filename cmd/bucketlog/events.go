@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/bucketlog/bucketlog/affinity"
@@ -89,24 +91,90 @@ func parseEventLine(line []byte, segMax int64) (localseg.Event, error) {
 	if err := checkSurrogates(line); err != nil {
 		return localseg.Event{}, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
+	vals, err := strictObject(line, "event", "execution_id", "transaction_id", "payload")
+	if err != nil {
+		return localseg.Event{}, err
+	}
 	var fe fileEvent
-	if err := dec.Decode(&fe); err != nil {
-		return localseg.Event{}, fmt.Errorf("%w: malformed JSON: %v", localseg.ErrInvalidInput, err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return localseg.Event{}, fmt.Errorf("%w: malformed JSON: data after the event object", localseg.ErrInvalidInput)
-	}
-	switch {
-	case fe.ExecutionID == nil:
-		return localseg.Event{}, fmt.Errorf("%w: missing execution_id", localseg.ErrInvalidInput)
-	case fe.TransactionID == nil:
-		return localseg.Event{}, fmt.Errorf("%w: missing transaction_id", localseg.ErrInvalidInput)
-	case fe.Payload == nil:
-		return localseg.Event{}, fmt.Errorf("%w: missing payload", localseg.ErrInvalidInput)
+	for _, f := range []struct {
+		name string
+		dst  **string
+	}{{"execution_id", &fe.ExecutionID}, {"transaction_id", &fe.TransactionID}, {"payload", &fe.Payload}} {
+		raw, ok := vals[f.name]
+		if !ok {
+			return localseg.Event{}, fmt.Errorf("%w: missing %s", localseg.ErrInvalidInput, f.name)
+		}
+		var v string
+		if raw[0] != '"' || json.Unmarshal(raw, &v) != nil {
+			return localseg.Event{}, fmt.Errorf("%w: %s must be a JSON string, not %s (to store a JSON document, send it encoded as a string)", localseg.ErrInvalidInput, f.name, jsonKind(raw))
+		}
+		*f.dst = &v
 	}
 	return checkEvent(localseg.Event{ExecutionID: *fe.ExecutionID, TransactionID: *fe.TransactionID, Payload: *fe.Payload}, segMax)
+}
+
+// strictObject reads data as exactly one JSON object and returns its
+// members' raw values by key. Stricter than encoding/json, which keeps the
+// last of duplicate keys and matches keys case-insensitively: every key
+// must be one of allowed, spelt exactly, and given once; nothing may follow
+// the object. what names the object in messages.
+func strictObject(data []byte, what string, allowed ...string) (map[string]json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, fmt.Errorf("%w: malformed JSON: %v (want one %s object)", localseg.ErrInvalidInput, err, what)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, fmt.Errorf("%w: the %s is not a JSON object", localseg.ErrInvalidInput, what)
+	}
+	vals := map[string]json.RawMessage{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("%w: malformed JSON: %v", localseg.ErrInvalidInput, err)
+		}
+		key, _ := tok.(string)
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, fmt.Errorf("%w: malformed JSON: %v", localseg.ErrInvalidInput, err)
+		}
+		if _, dup := vals[key]; dup {
+			return nil, fmt.Errorf("%w: the %s gives %q twice (a key may appear once)", localseg.ErrInvalidInput, what, key)
+		}
+		if !slices.Contains(allowed, key) {
+			for _, a := range allowed {
+				if strings.EqualFold(a, key) {
+					return nil, fmt.Errorf("%w: the %s has key %q; keys are case-sensitive (want %q)", localseg.ErrInvalidInput, what, key, a)
+				}
+			}
+			return nil, fmt.Errorf("%w: the %s has unknown key %q (want %s)", localseg.ErrInvalidInput, what, key, strings.Join(allowed, ", "))
+		}
+		vals[key] = raw
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return nil, fmt.Errorf("%w: malformed JSON: %v", localseg.ErrInvalidInput, err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%w: malformed JSON: data after the %s object", localseg.ErrInvalidInput, what)
+	}
+	return vals, nil
+}
+
+// jsonKind names the kind of a raw JSON value, for messages.
+func jsonKind(raw json.RawMessage) string {
+	switch raw[0] {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case 'n':
+		return "null"
+	case 't', 'f':
+		return "a boolean"
+	case '"':
+		return "a string"
+	}
+	return "a number"
 }
 
 // checkSurrogates refuses a \u escape of a UTF-16 surrogate that is not

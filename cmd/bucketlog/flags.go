@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,7 +29,22 @@ type flagSet struct {
 	name     string
 	synopsis string // the flags on the usage line
 	about    string // what the command does and what it prints
+
+	// help is --help (or -h): a real bool flag, so --help=false is no
+	// request for help.
+	help bool
+	// logLevel and logFormat are --log-level and --log-format, which every
+	// command takes.
+	logLevel, logFormat string
 }
+
+// Minimum intervals: a smaller tick would spin a core on an idle shard
+// (or, for --seal-max-age, seal a segment per tick). Below them a flag is a
+// usage error, never silently raised.
+const (
+	minTailInterval = 10 * time.Millisecond
+	minSealMaxAge   = time.Second
+)
 
 // newFlags starts a command's flag set. The parser never prints or exits by
 // itself: parse reports errors the SPEC §9 way.
@@ -35,7 +52,12 @@ func newFlags(name, synopsis, about string) *flagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	return &flagSet{FlagSet: fs, name: name, synopsis: synopsis, about: about}
+	f := &flagSet{FlagSet: fs, name: name, synopsis: synopsis, about: about}
+	fs.BoolVar(&f.help, "help", false, "print this help and exit 0")
+	fs.BoolVar(&f.help, "h", false, "print this help and exit 0")
+	fs.StringVar(&f.logLevel, "log-level", "", "stderr log level: debug, info, warn or error (default warn; serve: info)")
+	fs.StringVar(&f.logFormat, "log-format", "text", "stderr log format: text or json")
+	return f
 }
 
 // isSet reports whether the command line gave the flag.
@@ -54,6 +76,9 @@ func (f *flagSet) usage(w io.Writer) {
 	fmt.Fprintf(w, "usage: bucketlog %s %s\n\n%s\n", f.name, f.synopsis, strings.TrimSpace(f.about))
 	fmt.Fprintf(w, "\nFlags:\n")
 	f.VisitAll(func(fl *flag.Flag) {
+		if fl.Name == "help" || fl.Name == "h" {
+			return // listed last, below
+		}
 		kind, text := flag.UnquoteUsage(fl)
 		line := "  --" + fl.Name
 		if kind != "" {
@@ -74,7 +99,7 @@ func (f *flagSet) usage(w io.Writer) {
 func (c *cli) parse(f *flagSet, args []string) (stop bool, code int) {
 	err := f.Parse(args)
 	switch {
-	case errors.Is(err, flag.ErrHelp):
+	case err == nil && f.help, errors.Is(err, flag.ErrHelp):
 		f.usage(c.stdout)
 		return true, 0
 	case err != nil:
@@ -82,7 +107,44 @@ func (c *cli) parse(f *flagSet, args []string) (stop bool, code int) {
 	case f.NArg() > 0:
 		return true, c.fail(usagef("unexpected argument %q: every input is a flag (bucketlog %s --help lists them)", f.Arg(0), f.name))
 	}
+	if err := c.setLogging(f); err != nil {
+		return true, c.fail(err)
+	}
 	return false, 0
+}
+
+// setLogging applies --log-level and --log-format to c.log (and to the
+// logger serve makes with c.logger).
+func (c *cli) setLogging(f *flagSet) error {
+	switch f.logFormat {
+	case "text", "json":
+		c.logJSON = f.logFormat == "json"
+	default:
+		return usagef("--log-format %q is not text or json", f.logFormat)
+	}
+	if f.isSet("log-level") {
+		var l slog.Level
+		if err := l.UnmarshalText([]byte(f.logLevel)); err != nil || !slices.Contains([]string{"debug", "info", "warn", "error"}, strings.ToLower(f.logLevel)) {
+			return usagef("--log-level %q is not debug, info, warn or error", f.logLevel)
+		}
+		c.logLevel = &l
+	}
+	c.log = c.logger(slog.LevelWarn)
+	return nil
+}
+
+// logger is a stderr logger at --log-level, or at def when the flag is not
+// given, in --log-format.
+func (c *cli) logger(def slog.Level) *slog.Logger {
+	level := def
+	if c.logLevel != nil {
+		level = *c.logLevel
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if c.logJSON {
+		return slog.New(slog.NewJSONHandler(c.stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(c.stderr, opts))
 }
 
 // envConfig is the configuration the environment gives (SPEC §8), read
@@ -137,8 +199,8 @@ func (c *cli) shardOptions(f *flagSet, env envConfig, store *storeFlags, route *
 		return opts, own, err
 	}
 	if f.isSet("tail-interval") {
-		if *tailInterval <= 0 {
-			return opts, own, usagef("--tail-interval %v must be positive", *tailInterval)
+		if *tailInterval < minTailInterval {
+			return opts, own, usagef("--tail-interval %v is below the minimum %v (a shorter tick spins a core on an idle shard)", *tailInterval, minTailInterval)
 		}
 		opts.TailInterval = *tailInterval
 	}
@@ -191,6 +253,9 @@ func (s *storeFlags) apply(f *flagSet, o *bucketlog.Options) error {
 		o.SegmentMaxBytes = s.segMax
 	}
 	if f.isSet("seal-max-age") {
+		if s.sealAge > 0 && s.sealAge < minSealMaxAge {
+			return usagef("--seal-max-age %v is below the minimum %v (0 or negative: never by age)", s.sealAge, minSealMaxAge)
+		}
 		o.SealMaxAge = s.sealAge
 		if s.sealAge <= 0 {
 			o.SealMaxAge = -1 // never by age

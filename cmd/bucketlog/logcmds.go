@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -241,7 +242,7 @@ func runAppend(c *cli, args []string) int {
 	execID := f.String("execution-id", "", "the execution `ID` ([A-Za-z0-9_-], 1-256 bytes after trimming)")
 	txnID := f.String("transaction-id", "", "the transaction `ID` (non-blank)")
 	payload := f.String("payload", "", "the payload `TEXT` (valid UTF-8; stored byte for byte)")
-	file := f.String("file", "", "append the events of file `F`, one JSON event a line, validated whole first")
+	file := f.String("file", "", "append the events of file `F` (- for stdin), one JSON event a line, validated whole first")
 	bucket := addBucketFlag(f, "the bucket the shard ships to")
 	sync := f.Bool("sync-to-bucket", false, "return only once the bucket holds the event (exit 7 if it does not confirm within --sync-wait)")
 	syncWait := f.Duration("sync-wait", 0, "how long --sync-to-bucket waits for the bucket (default 10s); the last shipment at exit gets as long again")
@@ -274,12 +275,16 @@ func runAppend(c *cli, args []string) int {
 				return c.fail(usagef("--file and --%s exclude each other", n))
 			}
 		}
-		fh, err := os.Open(*file)
-		if err != nil {
-			return c.fail(usagef("--file: %v", err))
+		var in io.Reader = c.stdin
+		if *file != "-" {
+			fh, err := os.Open(*file)
+			if err != nil {
+				return c.fail(usagef("--file: %v", err))
+			}
+			defer fh.Close()
+			in = fh
 		}
-		evs, lines, err = readEvents(fh, segMax(opts))
-		fh.Close()
+		evs, lines, err = readEvents(in, segMax(opts))
 		if err != nil {
 			return c.fail(fmt.Errorf("--file %s: %w", *file, err))
 		}
@@ -408,6 +413,23 @@ func (s *oneShard) resolve(c *cli) (envConfig, bucketlog.Options, int, error) {
 	return env, opts, n, nil
 }
 
+// existingRoot refuses a read of a store root that does not exist: a
+// mistyped --dir must not look like an empty log (usage, exit 2). A root
+// that exists without the shard's directory is an empty shard
+// ("exists":false, exit 0).
+func existingRoot(dir string) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return usagef("--dir %s does not exist (a read never creates it; check the path)", dir)
+	case err != nil:
+		return fmt.Errorf("%w: --dir %s: %v", localseg.ErrInvalidState, dir, err)
+	case !fi.IsDir():
+		return usagef("--dir %s is not a directory", dir)
+	}
+	return nil
+}
+
 const scanAbout = `
 Reads one shard directory read-only (no lock, nothing written; it works while
 a server owns the shard). Output:
@@ -427,6 +449,9 @@ func runScan(c *cli, args []string) int {
 	env, opts, n, err := s.resolve(c)
 	if err == nil {
 		err = page.check()
+	}
+	if err == nil {
+		err = existingRoot(opts.Dir)
 	}
 	if err != nil {
 		return c.fail(err)
@@ -497,6 +522,11 @@ func runRead(c *cli, args []string) int {
 	url, err := bucket.value(s.f, env)
 	if err != nil {
 		return c.fail(err)
+	}
+	if url == "" {
+		if err := existingRoot(opts.Dir); err != nil {
+			return c.fail(err)
+		}
 	}
 	if useLocalRef(env) {
 		if err := c.refuseBucketWithLocalRef(s.f, env, "bucket"); err != nil {
@@ -593,6 +623,11 @@ func runTail(c *cli, args []string) int {
 	}
 	if opts.BucketURL, err = bucket.value(s.f, env); err != nil {
 		return c.fail(err)
+	}
+	if opts.BucketURL == "" {
+		if err := existingRoot(opts.Dir); err != nil {
+			return c.fail(err)
+		}
 	}
 	empty := tailOf(name, localseg.PullResult{})
 	if useLocalRef(env) {

@@ -20,11 +20,16 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGHUP and SIGINT stop like SIGTERM (drain, last shipment, an exit
+	// code that says whether the bucket holds everything).
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
 	stop()
 	os.Exit(code)
 }
+
+// stopSignals end a command the orderly way.
+var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
 
 // command is one subcommand. Every file of this package adds its commands
 // from an init function with register; the top-level help lists them all.
@@ -102,6 +107,10 @@ type cli struct {
 	// name is the command being run, for messages ("" before one is
 	// chosen).
 	name string
+	// logLevel is --log-level (nil: the command's default); logJSON is
+	// --log-format json.
+	logLevel *slog.Level
+	logJSON  bool
 }
 
 // run is main without the process: it dispatches args to a command and
@@ -123,6 +132,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		topUsage(stdout)
 		return 0
+	case "--version", "-version":
+		if len(args) > 1 {
+			return c.fail(usagef("--version takes no arguments"))
+		}
+		return c.emit(buildVersion())
 	}
 	cmd, ok := registry[args[0]]
 	if !ok {
@@ -196,7 +210,7 @@ func (c *cli) prog() string {
 
 // emit prints the command's output object and returns exit code 0.
 func (c *cli) emit(v any) int {
-	if err := writeJSON(c.stdout, v); err != nil {
+	if err := writeJSON(c.stdout, emptyLists(v)); err != nil {
 		fmt.Fprintf(c.stderr, "%s: write the output: %s\n", c.prog(), oneLine(err.Error()))
 		return bucketlog.ExitCode(bucketlog.ClassStorage)
 	}
@@ -215,13 +229,13 @@ func (c *cli) fail(err error) int {
 // prints everything it found, in its own field order and with exact numbers.
 func (c *cli) failWith(report any, err error) int {
 	class := classify(err)
-	msg := oneLine(err.Error())
+	msg := cliMessage(err)
 	fmt.Fprintf(c.stderr, "%s: %s\n", c.prog(), msg)
 	var b strings.Builder
 	body := "{}"
 	if report != nil {
 		var rb strings.Builder
-		if merr := writeJSON(&rb, report); merr == nil {
+		if merr := writeJSON(&rb, emptyLists(report)); merr == nil {
 			if s := strings.TrimSpace(rb.String()); strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}") {
 				body = s
 			}
@@ -240,6 +254,13 @@ func (c *cli) failWith(report any, err error) int {
 		fmt.Fprintf(c.stderr, "%s: write the output: %s\n", c.prog(), oneLine(werr.Error()))
 	}
 	return bucketlog.ExitCode(class)
+}
+
+// cliMessage is err's message on one line without the engine's own
+// "bucketlog: " prefix: the line on stderr already starts with the program
+// name ("bucketlog scan: usage: …", never "bucketlog: bucketlog: usage: …").
+func cliMessage(err error) string {
+	return strings.TrimPrefix(oneLine(err.Error()), "bucketlog: ")
 }
 
 // hasKey reports whether the JSON object obj has a top-level key.

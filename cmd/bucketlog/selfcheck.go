@@ -130,8 +130,8 @@ func runSelfcheckConfig(c *cli, args []string) int {
 		errs = append(errs, err)
 	}
 	if f.isSet("tail-interval") {
-		if *tailInterval <= 0 {
-			errs = append(errs, usagef("--tail-interval %v must be positive", *tailInterval))
+		if *tailInterval < minTailInterval {
+			errs = append(errs, usagef("--tail-interval %v is below the minimum %v (a shorter tick spins a core on an idle shard)", *tailInterval, minTailInterval))
 		} else {
 			opts.TailInterval = *tailInterval
 		}

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/bucketlog/bucketlog"
 	"github.com/bucketlog/bucketlog/affinity"
+	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
@@ -121,7 +123,51 @@ func newAPI(cfg apiConfig) *api {
 	return a
 }
 
-func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
+func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := a.mux.Handler(r); pattern == "" {
+		a.noRoute(w, r)
+		return
+	}
+	a.mux.ServeHTTP(w, r)
+}
+
+// noRoute answers a request no route takes like every other error, JSON
+// {"error","class"}: 404 for an unknown path, 405 (with Allow) for a known
+// path with another method. The mux decides which (and redirects, such as
+// a path to clean, keep its own answer).
+func (a *api) noRoute(w http.ResponseWriter, r *http.Request) {
+	probe := &headerOnly{h: http.Header{}}
+	a.mux.ServeHTTP(probe, r)
+	switch probe.code {
+	case http.StatusNotFound:
+		writeError(w, nil, &statusError{status: http.StatusNotFound,
+			err: usagef("no route %s %s (serve --help lists the routes)", r.Method, r.URL.Path)})
+	case http.StatusMethodNotAllowed:
+		allow := probe.h.Get("Allow")
+		w.Header().Set("Allow", allow)
+		writeError(w, nil, &statusError{status: http.StatusMethodNotAllowed,
+			err: usagef("method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, allow)})
+	default:
+		a.mux.ServeHTTP(w, r)
+	}
+}
+
+// headerOnly records a handler's status and headers and drops its body.
+type headerOnly struct {
+	h    http.Header
+	code int
+}
+
+func (h *headerOnly) Header() http.Header { return h.h }
+func (h *headerOnly) WriteHeader(code int) {
+	if h.code == 0 {
+		h.code = code
+	}
+}
+func (h *headerOnly) Write(p []byte) (int, error) {
+	h.WriteHeader(http.StatusOK)
+	return len(p), nil
+}
 
 // setLog makes the API ready to serve l.
 func (a *api) setLog(l *bucketlog.Log) { a.log.Store(l) }
@@ -195,7 +241,7 @@ func writeError(w http.ResponseWriter, report any, err error) {
 	body := "{}"
 	if report != nil {
 		var b bytes.Buffer
-		if writeJSON(&b, report) == nil {
+		if writeJSON(&b, emptyLists(report)) == nil {
 			body = string(bytes.TrimSpace(b.Bytes()))
 		}
 	}
@@ -217,7 +263,7 @@ func writeError(w http.ResponseWriter, report any, err error) {
 // writeBody answers v as JSON (payloads byte for byte: no HTML escaping).
 func writeBody(w http.ResponseWriter, status int, v any) {
 	var b bytes.Buffer
-	if err := writeJSON(&b, v); err != nil {
+	if err := writeJSON(&b, emptyLists(v)); err != nil {
 		writeError(w, nil, fmt.Errorf("encode the answer: %w", err))
 		return
 	}
@@ -308,7 +354,11 @@ func (a *api) parseEvents(body []byte) (evs []localseg.Event, batch bool, err er
 	if err := json.Unmarshal(body, &top); err != nil {
 		return nil, false, fmt.Errorf("%w: malformed JSON: %v (want one event object or {\"events\":[…]})", localseg.ErrInvalidInput, err)
 	}
-	if _, ok := top["events"]; !ok {
+	batchKey := false
+	for k := range top {
+		batchKey = batchKey || strings.EqualFold(k, "events")
+	}
+	if !batchKey {
 		ev, err := parseEventLine(body, a.segMax)
 		if err != nil {
 			return nil, false, err
@@ -317,6 +367,9 @@ func (a *api) parseEvents(body []byte) (evs []localseg.Event, batch bool, err er
 			return nil, false, err
 		}
 		return []localseg.Event{ev}, false, nil
+	}
+	if _, err := strictObject(body, "batch", "events"); err != nil {
+		return nil, true, err
 	}
 	var bb batchBody
 	if err := decodeStrict(body, &bb); err != nil {
@@ -531,6 +584,10 @@ func (a *api) ack(w http.ResponseWriter, r *http.Request, l *bucketlog.Log) {
 		writeError(w, nil, err)
 		return
 	}
+	if _, err := strictObject(body, "ack body", "sequence"); err != nil {
+		writeError(w, nil, err)
+		return
+	}
 	var ab ackBody
 	if err := decodeStrict(body, &ab); err != nil {
 		writeError(w, nil, err)
@@ -629,9 +686,12 @@ A batch is refused whole, but a crash in the middle of writing one may leave
 an unacknowledged prefix. The log does not de-duplicate client retries.
 
 With the bucket unreachable serve keeps appending (events are durable on the
-local disk) and retrying, and /readyz says why. On SIGTERM or SIGINT it stops
-accepting, finishes requests in flight (--shutdown-timeout), ships the tail
-one last time (--shutdown-ship-timeout) and exits 0.`
+local disk) and retrying, and /readyz says why. On SIGTERM, SIGINT or SIGHUP
+it stops accepting, finishes requests in flight (--shutdown-timeout), ships
+the tail one last time (--shutdown-ship-timeout) and exits 0 when the bucket
+holds every event; when it does not, it logs at ERROR how many events remain
+unshipped ("sequences A..B": durable on the local disk, they ship on the
+next start with the bucket) and exits 7 (not_in_bucket).`
 
 func runServe(c *cli, args []string) int {
 	f := newFlags("serve", "[--listen HOST:PORT] [--dir PATH] [--shard-index N --shard-count N] [--bucket URL] [flags]", serveAbout)
@@ -646,6 +706,7 @@ func runServe(c *cli, args []string) int {
 	maxPage := f.Int64("max-page-bytes", defaultMaxPageBytes, "cap on the record bytes of one page (scan, read, pull); a page cut by it says \"truncated\":true")
 	maxInflight := f.Int64("max-inflight-body-bytes", 0, "cap on the request body bytes in flight across the server; beyond it 503 with Retry-After (default 64 MiB, at least --max-body-bytes)")
 	drain := f.Duration("shutdown-timeout", 10*time.Second, "on SIGTERM, how long requests in flight may take to finish")
+	startup := f.Duration("startup-timeout", 0, fmt.Sprintf("how long opening retries a bucket that does not answer before it gives up (default %v)", bucketlog.DefaultStartupTimeout))
 	shipTimeout := f.Duration("shutdown-ship-timeout", 0, "on SIGTERM, the bound on the last tail shipment (default 10s)")
 	if stop, code := c.parse(f, args); stop {
 		return code
@@ -685,6 +746,12 @@ func runServe(c *cli, args []string) int {
 	if *drain <= 0 {
 		return c.fail(usagef("--shutdown-timeout %v must be positive", *drain))
 	}
+	if f.isSet("startup-timeout") {
+		if *startup <= 0 {
+			return c.fail(usagef("--startup-timeout %v must be positive", *startup))
+		}
+		opts.StartupTimeout = *startup
+	}
 	if f.isSet("shutdown-ship-timeout") {
 		if *shipTimeout <= 0 {
 			return c.fail(usagef("--shutdown-ship-timeout %v must be positive", *shipTimeout))
@@ -694,10 +761,10 @@ func runServe(c *cli, args []string) int {
 
 	// A server logs what it does (reclaims, shipping failures) at info; the
 	// one-shot commands keep stderr to warnings.
-	logger := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	logger := c.logger(slog.LevelInfo)
 	opts.Logger = logger
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoGauge())
 	opts.Registerer = reg
 
 	ln, err := net.Listen("tcp", *listen)
@@ -738,7 +805,7 @@ func runServe(c *cli, args []string) int {
 	}
 	a.setLog(l)
 	if ok, reason := l.Health(); ok {
-		logger.Info("serving", "listen", ln.Addr().String(), "shard", own.Index, "shard_count", own.Count, "dir", l.Dir(), "bucket", opts.BucketURL != "")
+		logger.Info("serving", "listen", ln.Addr().String(), "shard", own.Index, "shard_count", own.Count, "dir", l.Dir(), "bucket", blobtier.Redact(opts.BucketURL))
 	} else {
 		logger.Warn("serving, not ready", "listen", ln.Addr().String(), "shard", own.Index, "reason", reason)
 	}
@@ -757,12 +824,33 @@ func runServe(c *cli, args []string) int {
 		code = bucketlog.ExitCode(bucketlog.ClassStorage)
 	}
 	shutdown()
-	if err := l.Close(); err != nil {
-		// Every acknowledged event is durable on the local disk; what did
-		// not ship now ships on the next start with the bucket.
-		logger.Error("closing the shard", "err", oneLine(err.Error()))
-	} else {
-		logger.Info("stopped")
+	// No request is in flight any more: the tip is final.
+	tip := l.Store().Tip()
+	closeErr := l.Close()
+	if cc := closeCode(logger, opts.BucketURL != "", tip, l.ShippedThrough(), closeErr); code == 0 {
+		code = cc
 	}
 	return code
+}
+
+// closeCode reports how the shard closed and returns the exit code it
+// earns: 7 (not_in_bucket) when a bucket is configured and it does not hold
+// every event through tip — they are durable on the local disk and ship on
+// the next start with the bucket —, else 0 (a close error that lost nothing
+// is logged, not an exit code).
+func closeCode(logger *slog.Logger, bucket bool, tip, shipped uint64, err error) int {
+	if bucket && shipped < tip {
+		attrs := []any{"unshipped", tip - shipped, "sequences", fmt.Sprintf("%d..%d", shipped+1, tip)}
+		if err != nil {
+			attrs = append(attrs, "err", oneLine(err.Error()))
+		}
+		logger.Error(fmt.Sprintf("stopped with %d events not in the bucket, sequences %d..%d: durable on the local disk, they ship on the next start with the bucket", tip-shipped, shipped+1, tip), attrs...)
+		return bucketlog.ExitCode(bucketlog.ClassNotInBucket)
+	}
+	if err != nil {
+		logger.Error("closing the shard", "err", oneLine(err.Error()))
+		return 0
+	}
+	logger.Info("stopped")
+	return 0
 }

@@ -10,12 +10,15 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -737,48 +740,92 @@ func waitReadyz(t *testing.T, h http.Handler, status int, reason string) {
 	}
 }
 
-// TestServeProcessBucketDown: with the bucket gone after start, serve keeps
-// appending (201) while /readyz answers 503 naming the bucket, and SIGTERM
-// still exits 0 once the last shipment gives up at its bound (the events
-// stay durable on the local disk).
-func TestServeProcessBucketDown(t *testing.T) {
+// flakyBucket is an HTTP proxy in front of an S3 emulator whose bucket
+// can go away (every request answers 503) and come back.
+type flakyBucket struct {
+	down atomic.Bool
+	srv  *httptest.Server
+	url  string
+}
+
+func newFlakyBucket(t *testing.T, name string) *flakyBucket {
+	t.Helper()
 	s3, err := emulator.StartS3()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s3.Close()
-	if err := s3.CreateBucket("down"); err != nil {
+	t.Cleanup(func() { s3.Close() })
+	if err := s3.CreateBucket(name); err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	s := startServer(t, "--dir", dir, "--bucket", s3.URL("down"), "--tail-interval", "100ms", "--shutdown-ship-timeout", "1s")
-	s3.Close()
-	for i := range 20 {
-		var out appendOutput
-		if code := do(t, "POST", s.base+"/v1/events", eventJSON("1", fmt.Sprint("t", i), "while the bucket is down"), &out); code != http.StatusCreated || out.GlobalSequence != uint64(i+1) {
-			t.Fatalf("append %d with the bucket down: %d %+v", i, code, out)
-		}
+	target, err := url.Parse(s3.Endpoint())
+	if err != nil {
+		t.Fatal(err)
 	}
-	deadline := time.Now().Add(hangGuard)
-	for {
-		var ready readyOutput
-		code := do(t, "GET", s.base+"/readyz", "", &ready)
-		if code == http.StatusServiceUnavailable && strings.Contains(ready.Reason, "bucket") {
-			t.Logf("/readyz: %d %q", code, ready.Reason)
-			break
+	fb := &flakyBucket{}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	fb.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if fb.down.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz stayed %d %+v with the bucket down", code, ready)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if code := s.stop(syscall.SIGTERM); code != 0 {
-		t.Fatalf("serve exited %d after SIGTERM with the bucket down; stderr:\n%s", code, s.stderr)
-	}
-	// The events are on the local disk.
-	res := runCLI(t, nil, "scan", "--dir", dir)
-	if res.code != 0 || res.num(t, "record_count") != 20 {
-		t.Fatalf("scan after the stop: %s", res)
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(fb.srv.Close)
+	fb.url = strings.Replace(s3.URL(name), s3.Endpoint(), fb.srv.URL, 1)
+	return fb
+}
+
+// TestServeProcessBucketDown: with the bucket gone after start, serve keeps
+// appending (201); a stop signal (SIGTERM, SIGINT and SIGHUP alike) while
+// it is still down exits 7 (not_in_bucket) and logs at ERROR the unshipped
+// range, the events staying durable on the local disk; with the bucket
+// back before the signal it exits 0.
+func TestServeProcessBucketDown(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		sig     syscall.Signal
+		comesUp bool
+		want    int
+	}{
+		{"SIGTERM while down", syscall.SIGTERM, false, 7},
+		{"SIGHUP while down", syscall.SIGHUP, false, 7},
+		{"SIGINT while down", syscall.SIGINT, false, 7},
+		{"SIGTERM with the bucket back", syscall.SIGTERM, true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fb := newFlakyBucket(t, "down")
+			dir := t.TempDir()
+			s := startServer(t, "--dir", dir, "--bucket", fb.url, "--tail-interval", "100ms", "--shutdown-ship-timeout", "1s")
+			fb.down.Store(true)
+			for i := range 20 {
+				var out appendOutput
+				if code := do(t, "POST", s.base+"/v1/events", eventJSON("1", fmt.Sprint("t", i), "while the bucket is down"), &out); code != http.StatusCreated || out.GlobalSequence != uint64(i+1) {
+					t.Fatalf("append %d with the bucket down: %d %+v", i, code, out)
+				}
+			}
+			if tc.comesUp {
+				time.Sleep(300 * time.Millisecond)
+				fb.down.Store(false)
+			}
+			code := s.stop(tc.sig)
+			if code != tc.want {
+				t.Fatalf("serve exited %d after %v, want %d; stderr:\n%s", code, tc.sig, tc.want, s.stderr)
+			}
+			stderr := s.stderr.String()
+			if tc.want == 7 {
+				if !strings.Contains(stderr, "level=ERROR") || !strings.Contains(stderr, "sequences 1..20") {
+					t.Fatalf("no ERROR line naming the unshipped sequences 1..20; stderr:\n%s", stderr)
+				}
+			} else if strings.Contains(stderr, "not in the bucket") {
+				t.Fatalf("the bucket came back, yet serve reports unshipped events; stderr:\n%s", stderr)
+			}
+			// The events are on the local disk.
+			res := runCLI(t, nil, "scan", "--dir", dir)
+			if res.code != 0 || res.num(t, "record_count") != 20 {
+				t.Fatalf("scan after the stop: %s", res)
+			}
+		})
 	}
 }
 
