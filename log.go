@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/bucketlog/bucketlog/affinity"
 	"github.com/bucketlog/bucketlog/blobtier"
@@ -32,8 +31,8 @@ type Log struct {
 	dir   string
 	log   *slog.Logger
 	m     *metrics.Shard
-	route *affinity.Log
 	store *localseg.Store
+	cold  func(ctx context.Context, shard int) (affinity.Reader, error) // reads of other shards
 
 	bucket    blobtier.Bucket  // observed; nil without a bucket
 	ownBucket bool             // opened from BucketURL: Close closes it
@@ -49,15 +48,15 @@ type Log struct {
 
 // OpenReport says what Open found and did.
 type OpenReport struct {
-	Shard           int                 `json:"shard"`
-	Dir             string              `json:"dir"`
-	Store           localseg.OpenReport `json:"store"`
-	Hydrated        bool                `json:"hydrated"`
-	Hydrate         *coldload.Report    `json:"hydrate,omitempty"`
-	BucketTip       uint64              `json:"bucket_tip"`
-	ShippedThrough  uint64              `json:"shipped_through"`
-	DurableSegments int                 `json:"durable_segments"`
-	Watermark       uint64              `json:"watermark_seq"`
+	Shard           int            `json:"shard"`
+	Dir             string         `json:"dir"`
+	Store           StoreReport    `json:"store"`
+	Hydrated        bool           `json:"hydrated"`
+	Hydrate         *RestoreReport `json:"hydrate,omitempty"`
+	BucketTip       uint64         `json:"bucket_tip"`
+	ShippedThrough  uint64         `json:"shipped_through"`
+	DurableSegments int            `json:"durable_segments"`
+	Watermark       uint64         `json:"watermark_seq"`
 }
 
 // bucketRecord is bucket.json: the store ships to this bucket.
@@ -168,15 +167,23 @@ func (l *Log) open(ctx context.Context) error {
 		}
 		l.store = st
 	} else {
-		cold := affinity.ColdReader(nil)
-		if l.bucket != nil {
-			cold = l.bucketColdReader
+		// The store records the pair it is written with and refuses
+		// another (localseg shard.json): a configuration error.
+		storeOpts.Shard = localseg.ShardPair{Index: l.own.Index, Count: l.own.Count}
+		st, err := localseg.Open(l.dir, storeOpts)
+		if errors.Is(err, localseg.ErrShardMismatch) {
+			return fmt.Errorf("open owned %s: %w: %w", l.own, affinity.ErrConfig, err)
 		}
-		r, err := affinity.Open(o.Dir, l.own, affinity.Options{Store: storeOpts, ColdReader: cold})
 		if err != nil {
-			return err
+			return fmt.Errorf("open owned %s: %w", l.own, err)
 		}
-		l.route, l.store = r, r.Store()
+		l.store = st
+		l.cold = l.bucketColdReader
+		if l.bucket == nil {
+			storeOpts.Shard = localseg.ShardPair{}
+			local := affinity.LocalColdReader(o.Dir, storeOpts)
+			l.cold = func(_ context.Context, shard int) (affinity.Reader, error) { return local(shard) }
+		}
 	}
 	l.openRep.Store = l.store.OpenReport()
 	store := l.store
@@ -257,9 +264,7 @@ func bucketURLForRecord(o Options) string {
 }
 
 func (l *Log) closeStore() {
-	if l.route != nil {
-		l.route.Close()
-	} else if l.store != nil {
+	if l.store != nil {
 		l.store.Close()
 	}
 }
@@ -284,9 +289,7 @@ func (l *Log) Close() error {
 		cancel()
 		l.ship.StopWaiters()
 	}
-	if l.route != nil {
-		errs = append(errs, l.route.Close())
-	} else if l.store != nil {
+	if l.store != nil {
 		errs = append(errs, l.store.Close())
 	}
 	l.closeBucket()
@@ -297,7 +300,7 @@ func (l *Log) Close() error {
 func (l *Log) Shard() int { return l.own.Index }
 
 // Ownership returns the owned shard pair.
-func (l *Log) Ownership() affinity.Ownership { return l.own }
+func (l *Log) Ownership() Ownership { return l.own }
 
 // Dir returns the owned shard's directory.
 func (l *Log) Dir() string { return l.dir }
@@ -309,7 +312,7 @@ func (l *Log) OpenReport() OpenReport { return l.openRep }
 func (l *Log) Store() *localseg.Store { return l.store }
 
 // Bucket returns the observed bucket (nil without one).
-func (l *Log) Bucket() blobtier.Bucket { return l.bucket }
+func (l *Log) Bucket() Bucket { return l.bucket }
 
 func (l *Log) check() error {
 	if l.closed.Load() {
@@ -318,11 +321,27 @@ func (l *Log) check() error {
 	return nil
 }
 
+// checkCtx is check for an operation that may reach the disk or the
+// bucket: a cancelled ctx refuses it before it starts.
+func (l *Log) checkCtx(ctx context.Context) error {
+	if err := l.check(); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+func (l *Log) writableCtx(ctx context.Context) error {
+	if err := l.writable(); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
 func (l *Log) writable() error {
 	if err := l.check(); err != nil {
 		return err
 	}
-	if l.route == nil {
+	if l.opts.ReadOnly {
 		return fmt.Errorf("%w: %v", localseg.ErrReadOnly, "opened read-only")
 	}
 	return nil
@@ -346,9 +365,7 @@ func (l *Log) noteErr(err error) {
 }
 
 // bucketColdReader serves a non-owner read from the bucket, read-only.
-func (l *Log) bucketColdReader(shard int) (affinity.Reader, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+func (l *Log) bucketColdReader(ctx context.Context, shard int) (affinity.Reader, error) {
 	st, cleanup, err := coldload.ReadOnly(ctx, l.bucket, uint32(shard), "")
 	if err != nil {
 		return nil, fmt.Errorf("cold load shard %d from the bucket: %w", shard, err)

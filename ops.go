@@ -34,7 +34,7 @@ func (l *Log) Ship(ctx context.Context, sealActive bool) (ShipReport, error) {
 // RestoreOptions configure Restore.
 type RestoreOptions struct {
 	BucketURL string
-	Bucket    blobtier.Bucket // instead of BucketURL (the caller keeps it)
+	Bucket    Bucket // instead of BucketURL (the caller keeps it)
 	Shard     int
 	// Dir is the root directory; the shard is restored into Dir/shard-NNNN,
 	// which must not hold a store.
@@ -45,29 +45,29 @@ type RestoreOptions struct {
 	// do not support (coldload.ErrWatermarkAhead) as it is.
 	AllowWatermarkAhead bool
 	Concurrency         int
-	Progress            func(coldload.Progress)
-	FS                  localseg.FS
+	Progress            func(RestoreProgress)
+	FS                  FS
 }
 
 // Restore rebuilds one shard from the bucket alone into an empty directory
 // (SPEC §7) and records the bucket in it, so the restored store ships there.
-func Restore(ctx context.Context, o RestoreOptions) (coldload.Report, error) {
+func Restore(ctx context.Context, o RestoreOptions) (RestoreReport, error) {
 	if o.Dir == "" {
-		return coldload.Report{}, usagef("restore needs --dir")
+		return RestoreReport{}, usagef("restore needs --dir")
 	}
 	if o.Shard < 0 {
-		return coldload.Report{}, usagef("shard %d is negative", o.Shard)
+		return RestoreReport{}, usagef("shard %d is negative", o.Shard)
 	}
 	b, closeB, err := openBucketFor(ctx, o.BucketURL, o.Bucket)
 	if err != nil {
-		return coldload.Report{}, err
+		return RestoreReport{}, err
 	}
 	defer closeB()
 	dir := localseg.ShardDir(o.Dir, o.Shard)
 	if empty, err := dirIsEmptyStore(dir); err != nil {
-		return coldload.Report{}, err
+		return RestoreReport{}, err
 	} else if !empty {
-		return coldload.Report{}, fmt.Errorf("%w: %s already holds a store; restore only into an empty directory", ErrInvalidState, dir)
+		return RestoreReport{}, fmt.Errorf("%w: %s already holds a store; restore only into an empty directory", ErrInvalidState, dir)
 	}
 	fsys := o.FS
 	if fsys == nil {
@@ -111,10 +111,10 @@ func restoreErr(err error) error {
 // Verify checks every object of a bucket (SPEC §9 verify): length, digest
 // and frames of each object, and each shard's segments contiguous above its
 // watermark.
-func Verify(ctx context.Context, bucketURL string, b blobtier.Bucket, opts coldload.VerifyOptions) (coldload.VerifyReport, error) {
+func Verify(ctx context.Context, bucketURL string, b blobtier.Bucket, opts VerifyOptions) (VerifyReport, error) {
 	bk, closeB, err := openBucketFor(ctx, bucketURL, b)
 	if err != nil {
-		return coldload.VerifyReport{}, err
+		return VerifyReport{}, err
 	}
 	defer closeB()
 	return coldload.Verify(ctx, bk, opts)

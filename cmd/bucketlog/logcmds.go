@@ -466,7 +466,7 @@ func runScan(c *cli, args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	p, err := l.Scan(page.after, page.limit)
+	p, err := l.Scan(c.ctx, page.after, page.limit)
 	c.closeLog(l)
 	if err != nil {
 		return c.fail(err)
@@ -547,7 +547,7 @@ func runRead(c *cli, args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	res, err := l.ReadExecution(id, page.after, page.limit)
+	res, err := l.ReadExecution(c.ctx, id, page.after, page.limit)
 	c.closeLog(l)
 	if err != nil {
 		return c.fail(err)
@@ -644,7 +644,7 @@ func runTail(c *cli, args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	r, err := l.Pull(name, *limit)
+	r, err := l.Pull(c.ctx, name, *limit)
 	c.closeLog(l)
 	if err != nil {
 		return c.fail(err)
@@ -731,7 +731,7 @@ func runAck(c *cli, args []string) int {
 		acked, err = d.Ack(name, *seq)
 		d.Close()
 	case l != nil:
-		acked, err = l.Ack(name, *seq)
+		acked, err = l.Ack(c.ctx, name, *seq)
 		c.closeLog(l)
 	default:
 		err = unknownConsumer(name)
@@ -764,7 +764,7 @@ func runConsumerDelete(c *cli, args []string) int {
 		err = d.DeleteConsumer(name)
 		d.Close()
 	case l != nil:
-		err = l.DeleteConsumer(name)
+		err = l.DeleteConsumer(c.ctx, name)
 		c.closeLog(l)
 	default:
 		err = unknownConsumer(name)

@@ -420,7 +420,7 @@ func (a *api) scan(w http.ResponseWriter, r *http.Request, l *bucketlog.Log) {
 		writeError(w, nil, err)
 		return
 	}
-	p, cut, err := l.ScanBytes(after, limit, a.maxPage)
+	p, cut, err := l.ScanBytes(r.Context(), after, limit, a.maxPage)
 	if err != nil {
 		writeError(w, nil, err)
 		return
@@ -480,7 +480,7 @@ func (a *api) readExecution(w http.ResponseWriter, r *http.Request, l *bucketlog
 		writeError(w, nil, &affinity.NotOwnerError{Owner: owner, Shard: a.own.Index, ExecutionID: id})
 		return
 	}
-	res, cut, err := l.ReadExecutionBytes(id, after, limit, a.maxPage)
+	res, cut, err := l.ReadExecutionBytes(r.Context(), id, after, limit, a.maxPage)
 	if err != nil {
 		writeError(w, nil, err)
 		return
@@ -501,7 +501,7 @@ func (a *api) pull(w http.ResponseWriter, r *http.Request, l *bucketlog.Log) {
 		writeError(w, nil, err)
 		return
 	}
-	res, cut, err := l.PullBytes(name, limit, a.maxPage)
+	res, cut, err := l.PullBytes(r.Context(), name, limit, a.maxPage)
 	if err != nil {
 		writeError(w, nil, err)
 		return
@@ -540,7 +540,7 @@ func (a *api) ack(w http.ResponseWriter, r *http.Request, l *bucketlog.Log) {
 		writeError(w, nil, fmt.Errorf("%w: missing \"sequence\" (want {\"sequence\":N})", localseg.ErrInvalidInput))
 		return
 	}
-	acked, err := l.Ack(name, *ab.Sequence)
+	acked, err := l.Ack(r.Context(), name, *ab.Sequence)
 	if err != nil {
 		writeError(w, nil, err)
 		return
@@ -556,7 +556,7 @@ func (a *api) deleteConsumer(w http.ResponseWriter, r *http.Request, l *bucketlo
 		writeError(w, nil, err)
 		return
 	}
-	if err := l.DeleteConsumer(name); err != nil {
+	if err := l.DeleteConsumer(r.Context(), name); err != nil {
 		writeError(w, nil, err)
 		return
 	}
