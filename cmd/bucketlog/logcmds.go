@@ -146,7 +146,7 @@ type deleteOutput struct {
 
 // useLocalRef reports whether the environment selects the local_reference
 // JSONL driver (exact token; anything else keeps the durable store).
-func useLocalRef(env envConfig) bool { return env.Backend == bucketlog.BackendLocalReference }
+func useLocalRef(env envConfig) bool { return env.Backend == BackendLocalReference }
 
 func localrefPath(dir string, shard int) string {
 	return filepath.Join(localseg.ShardDir(dir, shard), localrefFile)

@@ -136,7 +136,7 @@ func runSelfcheckConfig(c *cli, args []string) int {
 			opts.TailInterval = *tailInterval
 		}
 	}
-	out.Authoritative = env.Backend == bucketlog.BackendDurableSegment
+	out.Authoritative = env.Backend == BackendDurableSegment
 	if !out.Authoritative {
 		out.Warnings = append(out.Warnings, "the local_reference backend is not production durable and never ships: it is for parity tests and migration")
 	}

@@ -53,7 +53,7 @@ type config struct {
 
 func main() {
 	var cfg config
-	flag.StringVar(&cfg.bucketURL, "bucket", os.Getenv(bucketlog.EnvBucketURL), "bucket URL (default BUCKETLOG_BUCKET_URL; empty: an in-process S3 emulator)")
+	flag.StringVar(&cfg.bucketURL, "bucket", os.Getenv("BUCKETLOG_BUCKET_URL"), "bucket URL (default BUCKETLOG_BUCKET_URL; empty: an in-process S3 emulator)")
 	flag.StringVar(&cfg.dir, "dir", "", "data directory (default: a temporary one, removed at exit)")
 	flag.StringVar(&cfg.listen, "listen", "127.0.0.1:0", "HTTP address")
 	flag.BoolVar(&cfg.serve, "serve", false, "keep serving until SIGINT or SIGTERM")
