@@ -2,13 +2,11 @@ package bucketlog
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +14,7 @@ import (
 	"github.com/bucketlog/bucketlog/affinity"
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/coldload"
+	"github.com/bucketlog/bucketlog/internal/bucketrec"
 	"github.com/bucketlog/bucketlog/localseg"
 	"github.com/bucketlog/bucketlog/metrics"
 	"github.com/bucketlog/bucketlog/reclaim"
@@ -58,13 +57,6 @@ type OpenReport struct {
 	DurableSegments int            `json:"durable_segments"`
 	Watermark       uint64         `json:"watermark_seq"`
 }
-
-// bucketRecord is bucket.json: the store ships to this bucket.
-type bucketRecord struct {
-	URL string `json:"url"`
-}
-
-const bucketRecordName = "bucket.json"
 
 // Open opens the owned shard (SPEC §7): recover the local store → read the
 // bucket's watermark and tip → hydrate an empty disk from the bucket →
@@ -117,12 +109,14 @@ func (l *Log) closeBucket() {
 
 func (l *Log) open(ctx context.Context) error {
 	o := l.opts
-	rec, hasRec, err := readBucketRecord(l.dir)
+	rec, hasRec, err := bucketrec.Read(l.dir)
 	if err != nil {
 		return err
 	}
-	if err := l.checkBucketRecord(rec, hasRec); err != nil {
-		return err
+	if hasRec && l.bucket != nil {
+		if err := bucketrec.Check(l.dir, rec, bucketURLForRecord(o)); err != nil {
+			return err
+		}
 	}
 	if hasRec && l.bucket == nil && !o.ReadOnly && !o.NoBackground {
 		return usagef("shard directory %s ships to %s: open it with that bucket", l.dir, rec.URL)
@@ -221,7 +215,7 @@ func (l *Log) open(ctx context.Context) error {
 	l.openRep.BucketTip, l.openRep.ShippedThrough = found.BucketTip, found.ShippedThrough
 	l.openRep.DurableSegments, l.openRep.Watermark = found.DurableSegments, found.Watermark
 	if !hasRec {
-		if err := writeBucketRecord(o.FS, l.dir, bucketRecord{URL: blobtier.Redact(bucketURLForRecord(o))}); err != nil {
+		if err := bucketrec.Write(o.FS, l.dir, bucketrec.Record{URL: blobtier.Redact(bucketURLForRecord(o))}); err != nil {
 			l.m.Forget()
 			l.closeStore()
 			return err
@@ -260,7 +254,7 @@ func bucketURLForRecord(o Options) string {
 	if o.BucketURL != "" {
 		return o.BucketURL
 	}
-	return "injected://bucket"
+	return bucketrec.InjectedURL
 }
 
 func (l *Log) closeStore() {
@@ -399,52 +393,8 @@ func dirIsEmptyStore(dir string) (bool, error) {
 	return true, nil
 }
 
-func readBucketRecord(dir string) (bucketRecord, bool, error) {
-	b, err := os.ReadFile(filepath.Join(dir, bucketRecordName))
-	if errors.Is(err, fs.ErrNotExist) {
-		return bucketRecord{}, false, nil
-	}
-	if err != nil {
-		return bucketRecord{}, false, err
-	}
-	var r bucketRecord
-	if err := json.Unmarshal(b, &r); err != nil {
-		// A damaged record still says the store ships; never treat it as
-		// "does not ship".
-		return bucketRecord{URL: "(unreadable bucket.json)"}, true, nil
-	}
-	return r, true, nil
-}
-
 // ShipsToBucket reports whether the shard directory records a bucket.
 func ShipsToBucket(dir string) (string, bool) {
-	r, ok, _ := readBucketRecord(dir)
+	r, ok, _ := bucketrec.Read(dir)
 	return r.URL, ok
-}
-
-func writeBucketRecord(fsys localseg.FS, dir string, r bucketRecord) error {
-	data, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	tmp := filepath.Join(dir, bucketRecordName+".tmp")
-	f, err := fsys.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.WriteAt(data, 0); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := fsys.Rename(tmp, filepath.Join(dir, bucketRecordName)); err != nil {
-		return err
-	}
-	return fsys.SyncDir(dir)
 }

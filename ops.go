@@ -8,6 +8,7 @@ import (
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/coldload"
 	"github.com/bucketlog/bucketlog/inspect"
+	"github.com/bucketlog/bucketlog/internal/bucketrec"
 	"github.com/bucketlog/bucketlog/localseg"
 	"github.com/bucketlog/bucketlog/shipper"
 )
@@ -86,9 +87,9 @@ func Restore(ctx context.Context, o RestoreOptions) (RestoreReport, error) {
 	}
 	url := o.BucketURL
 	if url == "" {
-		url = "injected://bucket"
+		url = bucketrec.InjectedURL
 	}
-	if err := writeBucketRecord(fsys, dir, bucketRecord{URL: blobtier.Redact(url)}); err != nil {
+	if err := bucketrec.Write(fsys, dir, bucketrec.Record{URL: blobtier.Redact(url)}); err != nil {
 		return rep, err
 	}
 	return rep, nil

@@ -1,0 +1,150 @@
+// Package bucketrec is a shard directory's record of the bucket it ships
+// to (bucket.json): written the first time the shard opens with a bucket,
+// read and compared on every later open, so a store is never shipped to
+// (nor reclaimed against) another bucket by a typo.
+package bucketrec
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/bucketlog/bucketlog/affinity"
+	"github.com/bucketlog/bucketlog/blobtier"
+	"github.com/bucketlog/bucketlog/localseg"
+)
+
+// Name is the record's file name in the shard directory.
+const Name = "bucket.json"
+
+// InjectedURL is what the record holds for a bucket handed to Open as
+// Options.Bucket without a BucketURL (tests, fault injection): its
+// identity is unknown, so it compares equal to any bucket (see Same).
+const InjectedURL = "injected://bucket"
+
+// Record is bucket.json: the store ships to this bucket (URL redacted).
+type Record struct {
+	URL string `json:"url"`
+}
+
+// Check refuses to open a shard directory that records another
+// bucket than the one it is opened with (bucket.json, SPEC §4): a typo in a
+// bucket URL or prefix would otherwise ship the store there, and GC would
+// reclaim against that bucket's watermark. It runs before Open changes any
+// byte. A directory without a record, or an Open without a bucket, is not
+// its concern (the caller refuses a shipping store opened without its
+// bucket).
+//
+// Re-pointing a store at another bucket on purpose is done by removing
+// bucket.json while no process has the shard open: the next Open with the
+// new bucket then records it, and its reconcile checks the local store
+// against the new bucket as on any first open with a bucket (a bucket that
+// holds another history of the shard is still refused as stale or
+// diverged). An option or flag is deliberately not offered: it would sit in
+// service configuration and re-point silently on every restart, while a
+// removed file is a one-time act on the one directory it concerns.
+func Check(dir string, rec Record, now string) error {
+	if Same(rec.URL, now) {
+		return nil
+	}
+	return fmt.Errorf("%w: "+"shard directory %s ships to %s, not to %s: refusing to open it with another bucket "+
+		"(nothing was changed). To move the store to that bucket on purpose, stop every process on the shard, "+
+		"remove %s and open it with the new bucket",
+		affinity.ErrUsage, dir, rec.URL, blobtier.Redact(now), filepath.Join(dir, Name))
+}
+
+// Same reports whether two bucket URLs (either may be redacted) name
+// the same bucket: the same scheme, bucket, path and prefix=. Parameter
+// order, credentials and every other parameter (endpoint, region,
+// use_path_style, checksum settings...) are ignored: they change how the
+// bucket is reached, not which bucket it is (one bucket is reached through
+// a VPC endpoint, a proxy or an emulator on a new port; a server that holds
+// another history under the same name is refused by Open's reconcile as a
+// stale or diverged disk). An injected bucket compares
+// equal to anything.
+func Same(recorded, now string) bool {
+	if recorded == InjectedURL || now == InjectedURL {
+		return true
+	}
+	a, aok := canonicalBucketURL(recorded)
+	b, bok := canonicalBucketURL(now)
+	if !aok || !bok {
+		return recorded == now
+	}
+	return a == b
+}
+
+// canonicalBucketURL is the identity of a bucket URL: scheme, host, path
+// and prefix, in a fixed spelling.
+func canonicalBucketURL(raw string) (string, bool) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" {
+		return "", false
+	}
+	scheme := strings.ToLower(u.Scheme)
+	host, p := u.Host, u.Path
+	switch scheme {
+	case "s3", "gs":
+		host, p = strings.ToLower(host), strings.TrimSuffix(p, "/")
+	case "file":
+		if p != "" {
+			p = path.Clean(p)
+		}
+	}
+	q := u.Query()
+	v := url.Values{}
+	v.Set("prefix", q.Get("prefix"))
+	return scheme + "://" + host + p + "?" + v.Encode(), true
+}
+
+// Read reads dir's record; ok is false when there is none.
+func Read(dir string) (r Record, ok bool, err error) {
+	b, err := os.ReadFile(filepath.Join(dir, Name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return Record{}, false, nil
+	}
+	if err != nil {
+		return Record{}, false, err
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		// A damaged record still says the store ships; never treat it as
+		// "does not ship".
+		return Record{URL: "(unreadable bucket.json)"}, true, nil
+	}
+	return r, true, nil
+}
+
+// Write writes r as dir's record, durably (a synced temporary file
+// renamed into place, the directory synced).
+func Write(fsys localseg.FS, dir string, r Record) error {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, Name+".tmp")
+	f, err := fsys.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteAt(data, 0); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := fsys.Rename(tmp, filepath.Join(dir, Name)); err != nil {
+		return err
+	}
+	return fsys.SyncDir(dir)
+}
