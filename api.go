@@ -115,11 +115,7 @@ func (l *Log) routeEvent(ev Event) error {
 
 // Scan pages through the owned shard's log after a sequence.
 func (l *Log) Scan(ctx context.Context, after uint64, limit int) (Page, error) {
-	if err := l.checkCtx(ctx); err != nil {
-		return Page{}, err
-	}
-	p, err := l.store.Scan(after, limit)
-	l.m.Op(metrics.OpScan, outcome(err))
+	p, _, err := l.ScanBytes(ctx, after, limit, 0)
 	return p, err
 }
 
@@ -135,21 +131,7 @@ type ReadResult struct {
 // store; an execution of another shard is served by a read-only cold load
 // (from the bucket when one is configured), bounded by ctx.
 func (l *Log) ReadExecution(ctx context.Context, executionID string, after uint64, limit int) (ReadResult, error) {
-	if err := l.checkCtx(ctx); err != nil {
-		return ReadResult{}, err
-	}
-	var res ReadResult
-	var err error
-	if shard := l.own.OwnerOf(executionID); shard != l.own.Index && !l.opts.ReadOnly {
-		if _, err = localseg.ValidateName("execution id", executionID); err == nil {
-			res, err = l.coldRead(ctx, shard, func(r affinity.Reader) (Page, error) { return r.ReadExecution(executionID, after, limit) })
-		}
-	} else {
-		var p Page
-		p, err = l.store.ReadExecution(executionID, after, limit)
-		res = ReadResult{Page: p, Shard: l.own.Index, ServedBy: ServedByOwnerResident}
-	}
-	l.m.Op(metrics.OpRead, outcome(err))
+	res, _, err := l.ReadExecutionBytes(ctx, executionID, after, limit, 0)
 	return res, err
 }
 
@@ -195,22 +177,32 @@ func (l *Log) Pull(ctx context.Context, consumer string, limit int) (PullResult,
 	if err := l.writableCtx(ctx); err != nil {
 		return PullResult{}, err
 	}
-	if err := l.stoppedWriting(); err != nil {
-		// A pull of an existing consumer writes nothing and is still
-		// served; one that would create the consumer is refused.
-		snap, serr := l.store.Snapshot()
-		if serr != nil {
-			return PullResult{}, serr
-		}
-		if _, ok := snap.Consumers[consumer]; !ok {
-			l.m.Op(metrics.OpPull, outcome(err))
-			return PullResult{}, err
-		}
+	if err := l.pullRefused(consumer); err != nil {
+		return PullResult{}, err
 	}
 	res, err := l.store.Pull(consumer, limit)
 	l.noteErr(err)
 	l.m.Op(metrics.OpPull, outcome(err))
 	return res, err
+}
+
+// pullRefused is why a pull is refused after a second writer: a pull of
+// an existing consumer writes nothing and is still served; one that would
+// create the consumer is refused.
+func (l *Log) pullRefused(consumer string) error {
+	err := l.stoppedWriting()
+	if err == nil {
+		return nil
+	}
+	snap, serr := l.store.Snapshot()
+	if serr != nil {
+		return serr
+	}
+	if _, ok := snap.Consumers[consumer]; ok {
+		return nil
+	}
+	l.m.Op(metrics.OpPull, outcome(err))
+	return err
 }
 
 // Ack moves consumer's cursor forward to seq.

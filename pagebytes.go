@@ -3,6 +3,8 @@ package bucketlog
 import (
 	"context"
 
+	"github.com/bucketlog/bucketlog/affinity"
+	"github.com/bucketlog/bucketlog/localseg"
 	"github.com/bucketlog/bucketlog/metrics"
 )
 
@@ -12,7 +14,7 @@ import (
 // maxBytes, but always holds the first record in scope, however large;
 // cut reports that records within limit were left out (continue after the
 // last record returned). maxBytes <= 0 is no budget. Scan, ReadExecution
-// and Pull keep returning whole pages.
+// and Pull are their namesakes without a budget (Pull keeps its own page).
 
 // ScanBytes is Scan with a byte budget.
 func (l *Log) ScanBytes(ctx context.Context, after uint64, limit int, maxBytes int64) (p Page, cut bool, err error) {
@@ -25,14 +27,17 @@ func (l *Log) ScanBytes(ctx context.Context, after uint64, limit int, maxBytes i
 }
 
 // ReadExecutionBytes is ReadExecution with a byte budget for an execution
-// this shard owns; another shard's execution is ReadExecution's cold load,
-// whole (never cut).
+// this shard owns; another shard's execution is a cold load, whole (never
+// cut).
 func (l *Log) ReadExecutionBytes(ctx context.Context, executionID string, after uint64, limit int, maxBytes int64) (res ReadResult, cut bool, err error) {
 	if err := l.checkCtx(ctx); err != nil {
 		return ReadResult{}, false, err
 	}
-	if !l.opts.ReadOnly && l.own.OwnerOf(executionID) != l.own.Index {
-		res, err = l.ReadExecution(ctx, executionID, after, limit)
+	if shard := l.own.OwnerOf(executionID); shard != l.own.Index && !l.opts.ReadOnly {
+		if _, err = localseg.ValidateName("execution id", executionID); err == nil {
+			res, err = l.coldRead(ctx, shard, func(r affinity.Reader) (Page, error) { return r.ReadExecution(executionID, after, limit) })
+		}
+		l.m.Op(metrics.OpRead, outcome(err))
 		return res, false, err
 	}
 	p, cut, err := l.store.ReadExecutionBytes(executionID, after, limit, maxBytes)
@@ -47,6 +52,9 @@ func (l *Log) ReadExecutionBytes(ctx context.Context, executionID string, after 
 // as by Pull, and its records are those after its cursor.
 func (l *Log) PullBytes(ctx context.Context, consumer string, limit int, maxBytes int64) (res PullResult, cut bool, err error) {
 	if err := l.writableCtx(ctx); err != nil {
+		return PullResult{}, false, err
+	}
+	if err := l.pullRefused(consumer); err != nil {
 		return PullResult{}, false, err
 	}
 	res, err = l.store.Pull(consumer, 0)

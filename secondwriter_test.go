@@ -60,6 +60,8 @@ func TestSecondWriterRefusesWrites(t *testing.T) {
 	refused("append batch", err)
 	_, err = a.Pull(ctx, "fresh", 10)
 	refused("pull creating a consumer", err)
+	_, _, err = a.PullBytes(ctx, "fresh-bytes", 10, 1<<20)
+	refused("pull (bytes) creating a consumer", err)
 	_, err = a.Ack(ctx, "old", 2)
 	refused("ack", err)
 	refused("consumer delete", a.DeleteConsumer(ctx, "old"))
