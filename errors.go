@@ -102,28 +102,6 @@ func Class(err error) string {
 	return ClassStorage
 }
 
-// ExitCode is the process exit code of a class (SPEC §9).
-func ExitCode(class string) int {
-	switch class {
-	case ClassOK:
-		return 0
-	case ClassInvariant:
-		return 1
-	case ClassUsage:
-		return 2
-	case ClassInvalidState:
-		return 3
-	case ClassInvalidInput:
-		return 4
-	case ClassNotOwner:
-		return 6
-	case ClassNotInBucket:
-		return 7
-	default:
-		return 5
-	}
-}
-
 // HTTPStatus is the status of err over the HTTP API (SPEC §9).
 func HTTPStatus(err error) int {
 	switch Class(err) {

@@ -754,7 +754,7 @@ func runServe(c *cli, args []string) int {
 	case err := <-served:
 		// The listener failed under us: stop like a SIGTERM, but say so.
 		logger.Error("the HTTP server stopped", "err", err)
-		code = bucketlog.ExitCode(bucketlog.ClassStorage)
+		code = exitCode(bucketlog.ClassStorage)
 	}
 	shutdown()
 	if err := l.Close(); err != nil {
