@@ -33,10 +33,10 @@ type Log struct {
 	store *localseg.Store
 	cold  func(ctx context.Context, shard int) (affinity.Reader, error) // reads of other shards
 
-	bucket    blobtier.Bucket  // observed; nil without a bucket
-	ownBucket bool             // opened from BucketURL: Close closes it
-	ship      *shipper.Shipper // nil without a bucket or when read-only
-	local     *shipper.Local   // GC of a writable store without a bucket
+	bucket blobtier.Bucket  // observed; nil without a bucket
+	closeB func()           // closes a bucket opened from BucketURL
+	ship   *shipper.Shipper // nil without a bucket or when read-only
+	local  *shipper.Local   // GC of a writable store without a bucket
 
 	poisoned atomic.Bool
 	closed   atomic.Bool
@@ -84,26 +84,20 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 }
 
 func (l *Log) openBucket(ctx context.Context) error {
-	o := l.opts
-	switch {
-	case o.Bucket != nil:
-		l.bucket = o.Bucket
-	case o.BucketURL != "":
-		b, err := blobtier.Open(ctx, o.BucketURL, blobtier.Options{})
-		if err != nil {
-			return fmt.Errorf("%w: %v", ErrUsage, err)
-		}
-		l.bucket, l.ownBucket = b, true
-	default:
+	if !l.opts.hasBucket() {
 		return nil
 	}
-	l.bucket = blobtier.Observe(l.bucket, l.m.BucketObserver())
+	b, closeB, err := openBucketFor(ctx, l.opts.BucketURL, l.opts.Bucket)
+	if err != nil {
+		return err
+	}
+	l.bucket, l.closeB = blobtier.Observe(b, l.m.BucketObserver()), closeB
 	return nil
 }
 
 func (l *Log) closeBucket() {
-	if l.ownBucket && l.bucket != nil {
-		l.bucket.Close()
+	if l.closeB != nil {
+		l.closeB()
 	}
 }
 

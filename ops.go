@@ -121,6 +121,9 @@ func Verify(ctx context.Context, bucketURL string, b blobtier.Bucket, opts Verif
 	return coldload.Verify(ctx, bk, opts)
 }
 
+// openBucketFor is the one way Open, Restore and Verify take a bucket: an
+// injected Bucket (the caller keeps it) wins over a URL, which is opened
+// here and closed by the returned func.
 func openBucketFor(ctx context.Context, url string, b blobtier.Bucket) (blobtier.Bucket, func(), error) {
 	if b != nil {
 		return b, func() {}, nil
