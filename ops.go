@@ -7,7 +7,6 @@ import (
 
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/coldload"
-	"github.com/bucketlog/bucketlog/inspect"
 	"github.com/bucketlog/bucketlog/internal/bucketrec"
 	"github.com/bucketlog/bucketlog/localseg"
 	"github.com/bucketlog/bucketlog/shipper"
@@ -136,18 +135,4 @@ func openBucketFor(ctx context.Context, url string, b blobtier.Bucket) (blobtier
 		return nil, nil, fmt.Errorf("%w: %v", ErrUsage, err)
 	}
 	return bk, func() { bk.Close() }, nil
-}
-
-// InspectReport describes a shard directory without changing it.
-type InspectReport = inspect.Report
-
-// InspectSegment is one segment file.
-type InspectSegment = inspect.Segment
-
-// Inspect reads a shard directory read-only: segments, sizes, frame counts,
-// the checkpoint, the reclaim manifest, and any torn tail or corruption.
-func Inspect(root string, shard int) (InspectReport, error) {
-	dir := localseg.ShardDir(root, shard)
-	url, _ := ShipsToBucket(dir)
-	return inspect.Dir(dir, url)
 }
