@@ -161,10 +161,10 @@ func TestSharedGCOnS3(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := l.Pull("proj", 1); err != nil {
+	if _, err := l.Pull(ctx, "proj", 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Ack("proj", 150); err != nil {
+	if _, err := l.Ack(ctx, "proj", 150); err != nil {
 		t.Fatal(err)
 	}
 	// GC before anything is in the bucket reclaims nothing: only durable
@@ -198,7 +198,7 @@ func TestSharedGCOnS3(t *testing.T) {
 	}
 	r := mustOpen(t, Options{Dir: dst, Bucket: b, NoBackground: true, SegmentMaxBytes: 1024})
 	defer r.Close()
-	p, err := r.Scan(0, 1000)
+	p, err := r.Scan(ctx, 0, 1000)
 	if err != nil || !p.Clamped || p.Records[0].Seq != rep.Base || uint64(len(p.Records)) != 200-rep.Base+1 {
 		t.Fatalf("restored scan: clamped=%v first=%d n=%d err=%v", p.Clamped, p.Records[0].Seq, len(p.Records), err)
 	}
@@ -309,7 +309,7 @@ func TestNewOwnerHydratesOnlyItsOwnedShard(t *testing.T) {
 	if rep := l.OpenReport(); !rep.Hydrated || rep.Shard != 1 {
 		t.Fatalf("open report: %+v", rep)
 	}
-	p, err := l.Scan(0, 100)
+	p, err := l.Scan(ctx, 0, 100)
 	if err != nil || len(p.Records) != 4 {
 		t.Fatalf("hydrated shard 1: %d records, %v", len(p.Records), err)
 	}
@@ -329,7 +329,7 @@ func TestNewOwnerHydratesOnlyItsOwnedShard(t *testing.T) {
 	if !errors.As(err, &ne) || ne.Owner != 0 {
 		t.Fatalf("append of a shard-0 event: %v", err)
 	}
-	rr, err := l.ScanShard(0, 0, 100)
+	rr, err := l.ScanShard(ctx, 0, 0, 100)
 	if err != nil || len(rr.Page.Records) != 4 || rr.ServedBy == affinity.ServedByOwnerResident {
 		t.Fatalf("cold read of shard 0: %d records served by %q, %v", len(rr.Page.Records), rr.ServedBy, err)
 	}
@@ -450,7 +450,7 @@ func TestFirstOpenCrashSweep(t *testing.T) {
 				if err != nil {
 					t.Fatalf("restart after a crash at point %d: %v", k, err)
 				}
-				p, err := l.Scan(0, 100)
+				p, err := l.Scan(ctx, 0, 100)
 				if err != nil || len(p.Records) != want {
 					t.Fatalf("restart after a crash at point %d: %d records (%v), want %d", k, len(p.Records), err, want)
 				}
@@ -504,7 +504,7 @@ func TestOpenHydratesOverAStoreThatNeverStarted(t *testing.T) {
 			t.Fatalf("open over a directory holding only LOCK (crash point %d): %v", k, err)
 		}
 		defer l.Close()
-		p, err := l.Scan(0, 100)
+		p, err := l.Scan(ctx, 0, 100)
 		if err != nil || len(p.Records) != want || !l.OpenReport().Hydrated {
 			t.Fatalf("after hydrating over the unstarted store: %d records (%v), hydrated %v", len(p.Records), err, l.OpenReport().Hydrated)
 		}

@@ -39,10 +39,10 @@ func TestCursorObjectNeverMovesBackwardOnMem(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i%3 == 0 {
-			if _, err := l.Pull("c", 1); err != nil {
+			if _, err := l.Pull(ctx, "c", 1); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := l.Ack("c", uint64(i)); err != nil {
+			if _, err := l.Ack(ctx, "c", uint64(i)); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -48,6 +48,27 @@
 // every synchronous append still waiting: each returns at once with
 // ErrNotInBucket unless that shipment put its event in the bucket.
 //
+// Public types: the root owns every type a user needs (Event, Record, Page,
+// AppendResult, PullResult, ReadResult, BatchResult, the reports, Bucket,
+// FS, Ownership) — ReadResult and BatchResult defined here, the others as
+// type aliases of the package that defines them (types.go), so a program
+// imports only this package and its values pass to the lower packages
+// without conversion.
+//
+// Errors: one taxonomy (errors.go). Class(err) is c exactly when
+// errors.Is(err, the sentinel of c) holds, for errors of every package;
+// storage is the class of whatever matches no sentinel.
+//
+// Contexts: every method that can reach the disk or the bucket takes a
+// context. A cancelled context refuses the operation before it starts; a
+// read of another shard's execution (a cold load from the bucket) is bounded
+// by it throughout. A local append, scan or pull, once started, runs to its
+// fsync: it is not abandoned half-way.
+//
+// Routing happens once, in Log: an event of another shard's execution is
+// refused (ErrNotOwner, naming the owner) before any store is touched, and
+// reads of another shard are cold loads; the store below never routes.
+//
 // Concurrency: *Log is safe for concurrent use. Background work (uploads,
 // tail shipping, GC) never holds the lock appends take while it talks to
 // the bucket.

@@ -9,34 +9,56 @@ import (
 	"github.com/bucketlog/bucketlog/shipper"
 )
 
-// Errors of the engine. Callers test them with errors.Is; Class maps any
-// error to the class tokens of the command and HTTP contract.
+// Errors of the engine: one taxonomy. Each class but storage has one
+// sentinel, and Class(err) is that class exactly when errors.Is(err, its
+// sentinel) holds, whichever package the error comes from: the lower
+// packages' errors wrap these same values (localseg's invalid input and
+// invalid state, affinity's not-owner and usage). Storage is the class of
+// every other error (a disk or bucket I/O error, corruption, a poisoned
+// store, a second writer): it has no sentinel, because an error of the
+// operating system or of a bucket SDK cannot carry one.
 var (
 	// ErrUsage: a bad option or flag value, an invalid shard pair, a bad
 	// bucket URL, a shipping store opened without its bucket.
-	ErrUsage = shipper.ErrUsage
+	ErrUsage = affinity.ErrUsage
+	// ErrInvalidInput: an event or identifier the log refuses (empty or
+	// too long an id, invalid UTF-8, an event too large).
+	ErrInvalidInput = localseg.ErrInvalidInput
+	// ErrInvalidState: the request does not fit the state (an unknown
+	// consumer, an ack past the tip, a locked store, a stale or diverged
+	// disk, restore into a non-empty directory, a gap in the bucket...).
+	ErrInvalidState = localseg.ErrInvalidState
+	// ErrNotOwner: another shard owns the execution or the shard; the
+	// error is an *affinity.NotOwnerError and OwnerShard names the owner.
+	ErrNotOwner = affinity.ErrNotOwner
 	// ErrNotInBucket: synchronous mode only. The append is durable on the
 	// local disk and keeps its sequence; the bucket did not confirm it
 	// within the bounded wait. It ships later. Retrying it as a new append
 	// would duplicate it.
 	ErrNotInBucket = shipper.ErrNotInBucket
-	// ErrStaleDisk: the local store is behind what the bucket holds.
-	ErrStaleDisk = shipper.ErrStaleDisk
-	// ErrDiverged: the local store and the bucket disagree on a sequence
-	// both hold.
-	ErrDiverged = shipper.ErrDiverged
-	// ErrSecondWriter: a different object already sits under one of this
-	// shard's write-once keys; shipping, GC and cleanup stopped.
-	ErrSecondWriter = shipper.ErrSecondWriter
-	// ErrNotReady: the engine is not ready (still opening, or stopped).
-	ErrNotReady = errors.New("bucketlog: not ready")
-	// ErrClosed: the engine was closed.
-	ErrClosed = errors.New("bucketlog: closed")
 	// ErrInvariant: a drive or verify found a problem.
 	ErrInvariant = errors.New("bucketlog: invariant violated")
-	// ErrInvalidState is the engine's own invalid-state error (restore into
-	// a non-empty directory, a gap, nothing found...).
-	ErrInvalidState = errors.New("bucketlog: invalid state")
+
+	// ErrStaleDisk (an ErrInvalidState): the local store is behind what
+	// the bucket holds.
+	ErrStaleDisk = shipper.ErrStaleDisk
+	// ErrDiverged (an ErrInvalidState): the local store and the bucket
+	// disagree on a sequence both hold.
+	ErrDiverged = shipper.ErrDiverged
+	// ErrUnknownConsumer (an ErrInvalidState): no such consumer.
+	ErrUnknownConsumer = localseg.ErrUnknownConsumer
+	// ErrTooLarge (an ErrInvalidInput): the event exceeds the size limit.
+	ErrTooLarge = localseg.ErrTooLarge
+	// ErrSecondWriter (storage): a different object already sits under one
+	// of this shard's write-once keys; shipping, GC and cleanup stopped.
+	ErrSecondWriter = shipper.ErrSecondWriter
+	// ErrPoisoned (storage): a write or fsync failed; reopen the shard.
+	ErrPoisoned = localseg.ErrPoisoned
+	// ErrNotReady (storage): the engine is not ready (still opening, or
+	// stopped).
+	ErrNotReady = errors.New("bucketlog: not ready")
+	// ErrClosed (storage): the engine was closed.
+	ErrClosed = errors.New("bucketlog: closed")
 )
 
 // Class tokens of SPEC §9.
@@ -51,50 +73,33 @@ const (
 	ClassNotInBucket  = "not_in_bucket"
 )
 
-// Class returns the class token of err (ClassOK for nil).
-func Class(err error) string {
-	var notOwner *affinity.NotOwnerError
-	switch {
-	case err == nil:
-		return ClassOK
-	case errors.Is(err, ErrInvariant):
-		return ClassInvariant
-	case errors.Is(err, ErrUsage), errors.Is(err, affinity.ErrConfig):
-		return ClassUsage
-	case errors.As(err, &notOwner), errors.Is(err, affinity.ErrNotOwner):
-		return ClassNotOwner
-	case errors.Is(err, ErrNotInBucket):
-		return ClassNotInBucket
-	case errors.Is(err, localseg.ErrInvalidInput):
-		return ClassInvalidInput
-	case errors.Is(err, localseg.ErrInvalidState), errors.Is(err, localseg.ErrLocked),
-		errors.Is(err, ErrInvalidState), errors.Is(err, ErrStaleDisk), errors.Is(err, ErrDiverged):
-		return ClassInvalidState
-	default:
-		return ClassStorage
-	}
+// classes is the taxonomy, in the order Class tries it: an error that
+// wraps two sentinels (a batch refusal naming an invalid event) takes the
+// first.
+var classes = []struct {
+	class    string
+	sentinel error
+}{
+	{ClassInvariant, ErrInvariant},
+	{ClassUsage, ErrUsage},
+	{ClassNotOwner, ErrNotOwner},
+	{ClassNotInBucket, ErrNotInBucket},
+	{ClassInvalidInput, ErrInvalidInput},
+	{ClassInvalidState, ErrInvalidState},
 }
 
-// ExitCode is the process exit code of a class (SPEC §9).
-func ExitCode(class string) int {
-	switch class {
-	case ClassOK:
-		return 0
-	case ClassInvariant:
-		return 1
-	case ClassUsage:
-		return 2
-	case ClassInvalidState:
-		return 3
-	case ClassInvalidInput:
-		return 4
-	case ClassNotOwner:
-		return 6
-	case ClassNotInBucket:
-		return 7
-	default:
-		return 5
+// Class returns the class token of err (ClassOK for nil): the class of the
+// first sentinel errors.Is finds in it, else ClassStorage.
+func Class(err error) string {
+	if err == nil {
+		return ClassOK
 	}
+	for _, c := range classes {
+		if errors.Is(err, c.sentinel) {
+			return c.class
+		}
+	}
+	return ClassStorage
 }
 
 // HTTPStatus is the status of err over the HTTP API (SPEC §9).
@@ -105,12 +110,12 @@ func HTTPStatus(err error) int {
 	case ClassUsage:
 		return 400
 	case ClassInvalidState:
-		if errors.Is(err, localseg.ErrUnknownConsumer) {
+		if errors.Is(err, ErrUnknownConsumer) {
 			return 404
 		}
 		return 409
 	case ClassInvalidInput:
-		if errors.Is(err, localseg.ErrTooLarge) {
+		if errors.Is(err, ErrTooLarge) {
 			return 413
 		}
 		return 400

@@ -9,7 +9,6 @@ import (
 	"os"
 
 	"github.com/bucketlog/bucketlog"
-	"github.com/bucketlog/bucketlog/localseg"
 )
 
 // quiet keeps the examples' output to what they print themselves.
@@ -33,7 +32,7 @@ func ExampleOpen() {
 	defer l.Close()
 
 	for i, payload := range []string{`{"step":"start"}`, `{"step":"done"}`} {
-		res, err := l.Append(ctx, localseg.Event{
+		res, err := l.Append(ctx, bucketlog.Event{
 			ExecutionID:   "order-42",
 			TransactionID: fmt.Sprintf("txn-%d", i+1),
 			Payload:       payload,
@@ -44,7 +43,7 @@ func ExampleOpen() {
 		fmt.Printf("appended sequence %d (first event of the shard: %v)\n", res.Seq, res.Created)
 	}
 
-	res, err := l.ReadExecution("order-42", 0, 100)
+	res, err := l.ReadExecution(ctx, "order-42", 0, 100)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -82,7 +81,7 @@ func ExampleOpen_bucket() {
 	defer l.Close()
 
 	for i := 1; i <= 3; i++ {
-		if _, err := l.Append(ctx, localseg.Event{ExecutionID: "7", TransactionID: fmt.Sprint("t", i), Payload: fmt.Sprint("event ", i)}); err != nil {
+		if _, err := l.Append(ctx, bucketlog.Event{ExecutionID: "7", TransactionID: fmt.Sprint("t", i), Payload: fmt.Sprint("event ", i)}); err != nil {
 			log.Fatal(err)
 		}
 	}
@@ -117,7 +116,7 @@ func ExampleRestore() {
 		log.Fatal(err)
 	}
 	for i := 1; i <= 5; i++ {
-		if _, err := l.Append(ctx, localseg.Event{ExecutionID: "run-1", TransactionID: fmt.Sprint("t", i), Payload: fmt.Sprint("step ", i)}); err != nil {
+		if _, err := l.Append(ctx, bucketlog.Event{ExecutionID: "run-1", TransactionID: fmt.Sprint("t", i), Payload: fmt.Sprint("step ", i)}); err != nil {
 			log.Fatal(err)
 		}
 	}
@@ -142,12 +141,12 @@ func ExampleRestore() {
 		log.Fatal(err)
 	}
 	defer l.Close()
-	res, err := l.Append(ctx, localseg.Event{ExecutionID: "run-1", TransactionID: "t6", Payload: "step 6"})
+	res, err := l.Append(ctx, bucketlog.Event{ExecutionID: "run-1", TransactionID: "t6", Payload: "step 6"})
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("the next append gets sequence", res.Seq)
-	page, err := l.Scan(0, 10)
+	page, err := l.Scan(ctx, 0, 10)
 	if err != nil {
 		log.Fatal(err)
 	}

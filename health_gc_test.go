@@ -23,10 +23,10 @@ func TestGCReclaimPoisonMakesShardUnready(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := l.Pull("r", 1000); err != nil {
+	if _, err := l.Pull(ctx, "r", 1000); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Ack("r", l.store.Tip()); err != nil {
+	if _, err := l.Ack(ctx, "r", l.store.Tip()); err != nil {
 		t.Fatal(err)
 	}
 	inj.On()
@@ -54,10 +54,10 @@ func TestPeriodicSharedGCPoisonMakesShardUnready(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := l.Pull("r", 1000); err != nil {
+	if _, err := l.Pull(ctx, "r", 1000); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Ack("r", l.store.Tip()); err != nil {
+	if _, err := l.Ack(ctx, "r", l.store.Tip()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.Ship(ctx, true); err != nil {

@@ -7,11 +7,11 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/bucketlog/bucketlog/affinity"
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/coldload"
+	"github.com/bucketlog/bucketlog/internal/bucketrec"
 	"github.com/bucketlog/bucketlog/localseg"
 	"github.com/bucketlog/bucketlog/metrics"
 	"github.com/bucketlog/bucketlog/reclaim"
@@ -27,13 +27,13 @@ type Log struct {
 	dir   string
 	log   *slog.Logger
 	m     *metrics.Shard
-	route *affinity.Log
 	store *localseg.Store
+	cold  func(ctx context.Context, shard int) (affinity.Reader, error) // reads of other shards
 
-	bucket    blobtier.Bucket  // observed; nil without a bucket
-	ownBucket bool             // opened from BucketURL: Close closes it
-	ship      *shipper.Shipper // nil without a bucket or when read-only
-	local     *shipper.Local   // GC of a writable store without a bucket
+	bucket blobtier.Bucket  // observed; nil without a bucket
+	closeB func()           // closes a bucket opened from BucketURL
+	ship   *shipper.Shipper // nil without a bucket or when read-only
+	local  *shipper.Local   // GC of a writable store without a bucket
 
 	poisoned atomic.Bool
 	closed   atomic.Bool
@@ -44,20 +44,15 @@ type Log struct {
 
 // OpenReport says what Open found and did.
 type OpenReport struct {
-	Shard           int                 `json:"shard"`
-	Dir             string              `json:"dir"`
-	Store           localseg.OpenReport `json:"store"`
-	Hydrated        bool                `json:"hydrated"`
-	Hydrate         *coldload.Report    `json:"hydrate,omitempty"`
-	BucketTip       uint64              `json:"bucket_tip"`
-	ShippedThrough  uint64              `json:"shipped_through"`
-	DurableSegments int                 `json:"durable_segments"`
-	Watermark       uint64              `json:"watermark_seq"`
-}
-
-// bucketRecord is bucket.json: the store ships to this bucket.
-type bucketRecord struct {
-	URL string `json:"url"`
+	Shard           int            `json:"shard"`
+	Dir             string         `json:"dir"`
+	Store           StoreReport    `json:"store"`
+	Hydrated        bool           `json:"hydrated"`
+	Hydrate         *RestoreReport `json:"hydrate,omitempty"`
+	BucketTip       uint64         `json:"bucket_tip"`
+	ShippedThrough  uint64         `json:"shipped_through"`
+	DurableSegments int            `json:"durable_segments"`
+	Watermark       uint64         `json:"watermark_seq"`
 }
 
 // Open opens the owned shard (SPEC §7): recover the local store → read the
@@ -86,37 +81,33 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 }
 
 func (l *Log) openBucket(ctx context.Context) error {
-	o := l.opts
-	switch {
-	case o.Bucket != nil:
-		l.bucket = o.Bucket
-	case o.BucketURL != "":
-		b, err := blobtier.Open(ctx, o.BucketURL, blobtier.Options{})
-		if err != nil {
-			return fmt.Errorf("%w: %v", ErrUsage, err)
-		}
-		l.bucket, l.ownBucket = b, true
-	default:
+	if !l.opts.hasBucket() {
 		return nil
 	}
-	l.bucket = blobtier.Observe(l.bucket, l.m.BucketObserver())
+	b, closeB, err := openBucketFor(ctx, l.opts.BucketURL, l.opts.Bucket)
+	if err != nil {
+		return err
+	}
+	l.bucket, l.closeB = blobtier.Observe(b, l.m.BucketObserver()), closeB
 	return nil
 }
 
 func (l *Log) closeBucket() {
-	if l.ownBucket && l.bucket != nil {
-		l.bucket.Close()
+	if l.closeB != nil {
+		l.closeB()
 	}
 }
 
 func (l *Log) open(ctx context.Context) error {
 	o := l.opts
-	rec, hasRec, err := readBucketRecord(l.dir)
+	rec, hasRec, err := bucketrec.Read(l.dir)
 	if err != nil {
 		return err
 	}
-	if err := l.checkBucketRecord(rec, hasRec); err != nil {
-		return err
+	if hasRec && l.bucket != nil {
+		if err := bucketrec.Check(l.dir, rec, bucketURLForRecord(o)); err != nil {
+			return err
+		}
 	}
 	if hasRec && l.bucket == nil && !o.ReadOnly && !o.NoBackground {
 		return usagef("shard directory %s ships to %s: open it with that bucket", l.dir, rec.URL)
@@ -161,15 +152,23 @@ func (l *Log) open(ctx context.Context) error {
 		}
 		l.store = st
 	} else {
-		cold := affinity.ColdReader(nil)
-		if l.bucket != nil {
-			cold = l.bucketColdReader
+		// The store records the pair it is written with and refuses
+		// another (localseg shard.json): a configuration error.
+		storeOpts.Shard = localseg.ShardPair{Index: l.own.Index, Count: l.own.Count}
+		st, err := localseg.Open(l.dir, storeOpts)
+		if errors.Is(err, localseg.ErrShardMismatch) {
+			return fmt.Errorf("open owned %s: %w: %w", l.own, affinity.ErrConfig, err)
 		}
-		r, err := affinity.Open(o.Dir, l.own, affinity.Options{Store: storeOpts, ColdReader: cold})
 		if err != nil {
-			return err
+			return fmt.Errorf("open owned %s: %w", l.own, err)
 		}
-		l.route, l.store = r, r.Store()
+		l.store = st
+		l.cold = l.bucketColdReader
+		if l.bucket == nil {
+			storeOpts.Shard = localseg.ShardPair{}
+			local := affinity.LocalColdReader(o.Dir, storeOpts)
+			l.cold = func(_ context.Context, shard int) (affinity.Reader, error) { return local(shard) }
+		}
 	}
 	l.openRep.Store = l.store.OpenReport()
 	store := l.store
@@ -207,7 +206,7 @@ func (l *Log) open(ctx context.Context) error {
 	l.openRep.BucketTip, l.openRep.ShippedThrough = found.BucketTip, found.ShippedThrough
 	l.openRep.DurableSegments, l.openRep.Watermark = found.DurableSegments, found.Watermark
 	if !hasRec {
-		if err := writeBucketRecord(o.FS, l.dir, bucketRecord{URL: blobtier.Redact(bucketURLForRecord(o))}); err != nil {
+		if err := bucketrec.Write(o.FS, l.dir, bucketrec.Record{URL: blobtier.Redact(bucketURLForRecord(o))}); err != nil {
 			l.m.Forget()
 			l.closeStore()
 			return err
@@ -246,13 +245,11 @@ func bucketURLForRecord(o Options) string {
 	if o.BucketURL != "" {
 		return o.BucketURL
 	}
-	return "injected://bucket"
+	return bucketrec.InjectedURL
 }
 
 func (l *Log) closeStore() {
-	if l.route != nil {
-		l.route.Close()
-	} else if l.store != nil {
+	if l.store != nil {
 		l.store.Close()
 	}
 }
@@ -277,9 +274,7 @@ func (l *Log) Close() error {
 		cancel()
 		l.ship.StopWaiters()
 	}
-	if l.route != nil {
-		errs = append(errs, l.route.Close())
-	} else if l.store != nil {
+	if l.store != nil {
 		errs = append(errs, l.store.Close())
 	}
 	l.closeBucket()
@@ -290,7 +285,7 @@ func (l *Log) Close() error {
 func (l *Log) Shard() int { return l.own.Index }
 
 // Ownership returns the owned shard pair.
-func (l *Log) Ownership() affinity.Ownership { return l.own }
+func (l *Log) Ownership() Ownership { return l.own }
 
 // Dir returns the owned shard's directory.
 func (l *Log) Dir() string { return l.dir }
@@ -302,7 +297,7 @@ func (l *Log) OpenReport() OpenReport { return l.openRep }
 func (l *Log) Store() *localseg.Store { return l.store }
 
 // Bucket returns the observed bucket (nil without one).
-func (l *Log) Bucket() blobtier.Bucket { return l.bucket }
+func (l *Log) Bucket() Bucket { return l.bucket }
 
 func (l *Log) check() error {
 	if l.closed.Load() {
@@ -311,11 +306,27 @@ func (l *Log) check() error {
 	return nil
 }
 
+// checkCtx is check for an operation that may reach the disk or the
+// bucket: a cancelled ctx refuses it before it starts.
+func (l *Log) checkCtx(ctx context.Context) error {
+	if err := l.check(); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+func (l *Log) writableCtx(ctx context.Context) error {
+	if err := l.writable(); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
 func (l *Log) writable() error {
 	if err := l.check(); err != nil {
 		return err
 	}
-	if l.route == nil {
+	if l.opts.ReadOnly {
 		return fmt.Errorf("%w: %v", localseg.ErrReadOnly, "opened read-only")
 	}
 	return nil
@@ -339,9 +350,7 @@ func (l *Log) noteErr(err error) {
 }
 
 // bucketColdReader serves a non-owner read from the bucket, read-only.
-func (l *Log) bucketColdReader(shard int) (affinity.Reader, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+func (l *Log) bucketColdReader(ctx context.Context, shard int) (affinity.Reader, error) {
 	st, cleanup, err := coldload.ReadOnly(ctx, l.bucket, uint32(shard), "")
 	if err != nil {
 		return nil, fmt.Errorf("cold load shard %d from the bucket: %w", shard, err)
@@ -363,17 +372,8 @@ func dirIsEmptyStore(dir string) (bool, error) {
 	return !is && err == nil, err
 }
 
-func readBucketRecord(dir string) (bucketRecord, bool, error) {
-	url, ok, err := localseg.ReadBucketRecord(dir)
-	return bucketRecord{URL: url}, ok, err
-}
-
 // ShipsToBucket reports whether the shard directory records a bucket.
 func ShipsToBucket(dir string) (string, bool) {
-	r, ok, _ := readBucketRecord(dir)
+	r, ok, _ := bucketrec.Read(dir)
 	return r.URL, ok
-}
-
-func writeBucketRecord(fsys localseg.FS, dir string, r bucketRecord) error {
-	return localseg.WriteBucketRecord(fsys, dir, r.URL)
 }

@@ -55,7 +55,7 @@ func mustOpen(t *testing.T, opts Options) *Log {
 
 func scanAll(t *testing.T, l *Log) []localseg.Record {
 	t.Helper()
-	p, err := l.Scan(0, 1_000_000)
+	p, err := l.Scan(t.Context(), 0, 1_000_000)
 	if err != nil {
 		t.Fatalf("scan: %v", err)
 	}
@@ -111,10 +111,10 @@ func TestShipRestoreRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := l.Pull("c1", 10); err != nil {
+	if _, err := l.Pull(ctx, "c1", 10); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Ack("c1", 50); err != nil {
+	if _, err := l.Ack(ctx, "c1", 50); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := l.Ship(ctx, false)
@@ -148,7 +148,7 @@ func TestShipRestoreRoundTrip(t *testing.T) {
 			t.Fatalf("record %d: %+v want %+v", i, rec, w)
 		}
 	}
-	pr, err := r.Pull("c1", 1)
+	pr, err := r.Pull(ctx, "c1", 1)
 	if err != nil || pr.Acked != 50 {
 		t.Fatalf("restored consumer: %+v %v", pr, err)
 	}

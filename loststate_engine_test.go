@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bucketlog/bucketlog/inspect"
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
@@ -50,7 +51,7 @@ func TestLostLocalSegmentStopsOpen(t *testing.T) {
 	if Class(err) != ClassInvalidState || !strings.Contains(err.Error(), "rebuild it from the bucket") {
 		t.Fatalf("Open: %v (class %s), want invalid_state naming the rebuild from the bucket", err, Class(err))
 	}
-	rep, err := Inspect(root, 0)
+	rep, err := inspect.Dir(ShardDir(root, 0), "")
 	if err != nil {
 		t.Fatal(err)
 	}

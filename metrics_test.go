@@ -94,11 +94,11 @@ func TestLifecycleMovesMetrics(t *testing.T) {
 		}
 	}
 	l.Append(ctx, ev("bad id!", 1)) // invalid input
-	if _, err := l.Pull("proj", 10); err != nil {
+	if _, err := l.Pull(ctx, "proj", 10); err != nil {
 		t.Fatal(err)
 	}
-	l.Ack("proj", 55)
-	l.Ack("proj", 9999) // beyond the tip: invalid state
+	l.Ack(ctx, "proj", 55)
+	l.Ack(ctx, "proj", 9999) // beyond the tip: invalid state
 	if _, err := l.Ship(ctx, false); err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/coldload"
-	"github.com/bucketlog/bucketlog/inspect"
+	"github.com/bucketlog/bucketlog/internal/bucketrec"
 	"github.com/bucketlog/bucketlog/localseg"
 	"github.com/bucketlog/bucketlog/shipper"
 )
@@ -34,7 +34,7 @@ func (l *Log) Ship(ctx context.Context, sealActive bool) (ShipReport, error) {
 // RestoreOptions configure Restore.
 type RestoreOptions struct {
 	BucketURL string
-	Bucket    blobtier.Bucket // instead of BucketURL (the caller keeps it)
+	Bucket    Bucket // instead of BucketURL (the caller keeps it)
 	Shard     int
 	// Dir is the root directory; the shard is restored into Dir/shard-NNNN,
 	// which must not hold a store.
@@ -45,29 +45,29 @@ type RestoreOptions struct {
 	// do not support (coldload.ErrWatermarkAhead) as it is.
 	AllowWatermarkAhead bool
 	Concurrency         int
-	Progress            func(coldload.Progress)
-	FS                  localseg.FS
+	Progress            func(RestoreProgress)
+	FS                  FS
 }
 
 // Restore rebuilds one shard from the bucket alone into an empty directory
 // (SPEC §7) and records the bucket in it, so the restored store ships there.
-func Restore(ctx context.Context, o RestoreOptions) (coldload.Report, error) {
+func Restore(ctx context.Context, o RestoreOptions) (RestoreReport, error) {
 	if o.Dir == "" {
-		return coldload.Report{}, usagef("restore needs --dir")
+		return RestoreReport{}, usagef("restore needs --dir")
 	}
 	if o.Shard < 0 {
-		return coldload.Report{}, usagef("shard %d is negative", o.Shard)
+		return RestoreReport{}, usagef("shard %d is negative", o.Shard)
 	}
 	b, closeB, err := openBucketFor(ctx, o.BucketURL, o.Bucket)
 	if err != nil {
-		return coldload.Report{}, err
+		return RestoreReport{}, err
 	}
 	defer closeB()
 	dir := localseg.ShardDir(o.Dir, o.Shard)
 	if empty, err := dirIsEmptyStore(dir); err != nil {
-		return coldload.Report{}, err
+		return RestoreReport{}, err
 	} else if !empty {
-		return coldload.Report{}, fmt.Errorf("%w: %s already holds a store; restore only into an empty directory", ErrInvalidState, dir)
+		return RestoreReport{}, fmt.Errorf("%w: %s already holds a store; restore only into an empty directory", ErrInvalidState, dir)
 	}
 	fsys := o.FS
 	if fsys == nil {
@@ -86,9 +86,9 @@ func Restore(ctx context.Context, o RestoreOptions) (coldload.Report, error) {
 	}
 	url := o.BucketURL
 	if url == "" {
-		url = "injected://bucket"
+		url = bucketrec.InjectedURL
 	}
-	if err := writeBucketRecord(fsys, dir, bucketRecord{URL: blobtier.Redact(url)}); err != nil {
+	if err := bucketrec.Write(fsys, dir, bucketrec.Record{URL: blobtier.Redact(url)}); err != nil {
 		return rep, err
 	}
 	return rep, nil
@@ -111,15 +111,18 @@ func restoreErr(err error) error {
 // Verify checks every object of a bucket (SPEC §9 verify): length, digest
 // and frames of each object, and each shard's segments contiguous above its
 // watermark.
-func Verify(ctx context.Context, bucketURL string, b blobtier.Bucket, opts coldload.VerifyOptions) (coldload.VerifyReport, error) {
+func Verify(ctx context.Context, bucketURL string, b blobtier.Bucket, opts VerifyOptions) (VerifyReport, error) {
 	bk, closeB, err := openBucketFor(ctx, bucketURL, b)
 	if err != nil {
-		return coldload.VerifyReport{}, err
+		return VerifyReport{}, err
 	}
 	defer closeB()
 	return coldload.Verify(ctx, bk, opts)
 }
 
+// openBucketFor is the one way Open, Restore and Verify take a bucket: an
+// injected Bucket (the caller keeps it) wins over a URL, which is opened
+// here and closed by the returned func.
 func openBucketFor(ctx context.Context, url string, b blobtier.Bucket) (blobtier.Bucket, func(), error) {
 	if b != nil {
 		return b, func() {}, nil
@@ -132,18 +135,4 @@ func openBucketFor(ctx context.Context, url string, b blobtier.Bucket) (blobtier
 		return nil, nil, fmt.Errorf("%w: %v", ErrUsage, err)
 	}
 	return bk, func() { bk.Close() }, nil
-}
-
-// InspectReport describes a shard directory without changing it.
-type InspectReport = inspect.Report
-
-// InspectSegment is one segment file.
-type InspectSegment = inspect.Segment
-
-// Inspect reads a shard directory read-only: segments, sizes, frame counts,
-// the checkpoint, the reclaim manifest, and any torn tail or corruption.
-func Inspect(root string, shard int) (InspectReport, error) {
-	dir := localseg.ShardDir(root, shard)
-	url, _ := ShipsToBucket(dir)
-	return inspect.Dir(dir, url)
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
@@ -39,7 +38,7 @@ type Options struct {
 	BucketURL string
 	// Bucket, when set, is used instead of opening BucketURL (tests, fault
 	// injection). The caller keeps ownership: Close does not close it.
-	Bucket blobtier.Bucket
+	Bucket Bucket
 
 	// SegmentMaxBytes caps a segment file and object (default 8 MiB, at most
 	// 15 MiB).
@@ -91,7 +90,7 @@ type Options struct {
 	Logger *slog.Logger
 
 	// FS replaces the operating system's filesystem (tests).
-	FS localseg.FS
+	FS FS
 	// Now replaces time.Now (tests).
 	Now func() time.Time
 }

@@ -31,7 +31,7 @@ func TestOpenRefusesContradictoryOptions(t *testing.T) {
 				l.Close()
 				t.Fatal("Open accepted contradictory options")
 			}
-			if !errors.Is(err, ErrUsage) || ExitCode(Class(err)) != 2 {
+			if !errors.Is(err, ErrUsage) || Class(err) != ClassUsage {
 				t.Fatalf("Open: %v (class %s), want usage, exit 2", err, Class(err))
 			}
 			if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {

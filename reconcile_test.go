@@ -116,10 +116,10 @@ func TestDamagedCursorObjectIsRebuiltAtStart(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if _, err := l.Pull("c", 10); err != nil {
+			if _, err := l.Pull(ctx, "c", 10); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := l.Ack("c", 3); err != nil {
+			if _, err := l.Ack(ctx, "c", 3); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := l.Ship(ctx, false); err != nil {

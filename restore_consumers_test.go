@@ -32,13 +32,13 @@ func TestRestoreKeepsDeletedConsumerDeleted(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if _, err := l.Pull("gone", 10); err != nil {
+		if _, err := l.Pull(ctx, "gone", 10); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := l.Ack("gone", 2); err != nil {
+		if _, err := l.Ack(ctx, "gone", 2); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := l.Pull("kept", 10); err != nil {
+		if _, err := l.Pull(ctx, "kept", 10); err != nil {
 			t.Fatal(err)
 		}
 		// More events after the consumer frames: the tail object carries
@@ -53,7 +53,7 @@ func TestRestoreKeepsDeletedConsumerDeleted(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := l.DeleteConsumer("gone"); err != nil {
+		if err := l.DeleteConsumer(ctx, "gone"); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := l.Ship(ctx, false); err != nil {

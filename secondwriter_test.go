@@ -20,7 +20,7 @@ func secondWriterShard(t *testing.T) *Log {
 			t.Fatal(err)
 		}
 	}
-	if _, err := a.Pull("old", 1); err != nil {
+	if _, err := a.Pull(ctx, "old", 1); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.Ship(ctx, false); err != nil {
@@ -58,11 +58,13 @@ func TestSecondWriterRefusesWrites(t *testing.T) {
 	refused("append", err)
 	_, err = a.AppendBatch(ctx, []localseg.Event{ev("1", 6), ev("1", 7)})
 	refused("append batch", err)
-	_, err = a.Pull("fresh", 10)
+	_, err = a.Pull(ctx, "fresh", 10)
 	refused("pull creating a consumer", err)
-	_, err = a.Ack("old", 2)
+	_, _, err = a.PullBytes(ctx, "fresh-bytes", 10, 1<<20)
+	refused("pull (bytes) creating a consumer", err)
+	_, err = a.Ack(ctx, "old", 2)
 	refused("ack", err)
-	refused("consumer delete", a.DeleteConsumer("old"))
+	refused("consumer delete", a.DeleteConsumer(ctx, "old"))
 
 	after, err := a.store.Snapshot()
 	if err != nil {
@@ -83,10 +85,10 @@ func TestSecondWriterRefusesWrites(t *testing.T) {
 		t.Fatalf("refused writes wrote %d bytes", size1-size0)
 	}
 	// Reads still work, and a pull of an existing consumer is a read.
-	if _, err := a.Scan(0, 10); err != nil {
+	if _, err := a.Scan(ctx, 0, 10); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Pull("old", 10); err != nil {
+	if _, err := a.Pull(ctx, "old", 10); err != nil {
 		t.Fatalf("pull of an existing consumer: %v", err)
 	}
 }

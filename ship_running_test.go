@@ -79,10 +79,10 @@ func partlyUploaded(t *testing.T, l *Log, fb *faultbucket.Bucket) (seg2Last uint
 	if !l.ship.IsDurable(1) || !l.ship.IsDurable(2) || l.ship.IsDurable(3) {
 		t.Fatalf("durable: 1=%v 2=%v 3=%v", l.ship.IsDurable(1), l.ship.IsDurable(2), l.ship.IsDurable(3))
 	}
-	if _, err := l.Pull("reader", 1000); err != nil {
+	if _, err := l.Pull(ctx, "reader", 1000); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Ack("reader", l.store.Tip()); err != nil {
+	if _, err := l.Ack(ctx, "reader", l.store.Tip()); err != nil {
 		t.Fatal(err)
 	}
 	return seg2Last, segRule, tailRule

@@ -34,8 +34,14 @@ const (
 	ServedByNonOwnerColdLoad = "non_owner_cold_load"
 )
 
-// ErrConfig is the class of every ownership configuration error.
-var ErrConfig = errors.New("affinity: invalid shard configuration")
+// ErrUsage is the class of every usage and configuration error of the
+// engine (a bad option, flag or shard pair); the root package and the
+// shipper re-export it as their ErrUsage.
+var ErrUsage = errors.New("bucketlog: usage")
+
+// ErrConfig is the class of every ownership configuration error. It is
+// also an ErrUsage.
+var ErrConfig = fmt.Errorf("%w: invalid shard configuration", ErrUsage)
 
 // ConfigError names what is wrong with a shard index/count pair.
 // errors.Is(err, ErrConfig) holds for it.
@@ -48,7 +54,7 @@ func (e *ConfigError) Error() string {
 	return fmt.Sprintf("affinity: invalid shard configuration (index %q, count %q): %s", e.Index, e.Count, e.Reason)
 }
 
-func (e *ConfigError) Is(target error) bool { return target == ErrConfig }
+func (e *ConfigError) Is(target error) bool { return target == ErrConfig || target == ErrUsage }
 
 // Ownership says which shard a replica owns: shard Index of a pool of Count.
 // The zero value is not valid; SingleOwner is the pool of one.

@@ -16,7 +16,6 @@ import (
 
 	"github.com/bucketlog/bucketlog"
 	"github.com/bucketlog/bucketlog/bucketlogtest"
-	"github.com/bucketlog/bucketlog/localseg"
 )
 
 func TestMain(m *testing.M) {
@@ -153,23 +152,23 @@ func useLog(t *testing.T, l *bucketlog.Log) {
 	t.Helper()
 	ctx := context.Background()
 	for i, exec := range []string{"order-1", "order-2", "order-1"} {
-		if _, err := l.Append(ctx, localseg.Event{ExecutionID: exec, TransactionID: "tx", Payload: "event " + string(rune('a'+i))}); err != nil {
+		if _, err := l.Append(ctx, bucketlog.Event{ExecutionID: exec, TransactionID: "tx", Payload: "event " + string(rune('a'+i))}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	page, err := l.Scan(0, 10)
+	page, err := l.Scan(ctx, 0, 10)
 	if err != nil || len(page.Records) != 3 {
 		t.Fatalf("scan = %+v, %v", page, err)
 	}
-	one, err := l.ReadExecution("order-1", 0, 10)
+	one, err := l.ReadExecution(ctx, "order-1", 0, 10)
 	if err != nil || len(one.Page.Records) != 2 || one.Page.Records[1].Payload != "event c" {
 		t.Fatalf("read order-1 = %+v, %v", one, err)
 	}
-	p, err := l.Pull("projector", 2)
+	p, err := l.Pull(ctx, "projector", 2)
 	if err != nil || len(p.Records) != 2 {
 		t.Fatalf("pull = %+v, %v", p, err)
 	}
-	if acked, err := l.Ack("projector", p.Records[1].Seq); err != nil || acked != 2 {
+	if acked, err := l.Ack(ctx, "projector", p.Records[1].Seq); err != nil || acked != 2 {
 		t.Fatalf("ack = %d, %v", acked, err)
 	}
 	if _, err := l.Ship(ctx, true); err != nil {
@@ -234,7 +233,7 @@ func TestOpenLogRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	again := bucketlogtest.OpenLog(t, s, opts)
-	p, err := again.Pull("projector", 10)
+	p, err := again.Pull(t.Context(), "projector", 10)
 	if err != nil || len(p.Records) != 1 || p.Records[0].Seq != 3 {
 		t.Fatalf("pull after the restart = %+v, %v", p, err)
 	}
@@ -243,7 +242,7 @@ func TestOpenLogRestart(t *testing.T) {
 	}
 	// A lost disk: a fresh Dir on the same bucket hydrates from it.
 	hydrated := bucketlogtest.OpenLog(t, s, bucketlog.Options{BucketURL: s.URL(name), Dir: t.TempDir()})
-	if page, err := hydrated.Scan(0, 10); err != nil || len(page.Records) != 3 {
+	if page, err := hydrated.Scan(t.Context(), 0, 10); err != nil || len(page.Records) != 3 {
 		t.Fatalf("scan of the hydrated shard = %+v, %v", page, err)
 	}
 }
@@ -276,14 +275,14 @@ func TestOpenLogClosesAtCleanup(t *testing.T) {
 	opts := bucketlog.Options{Dir: t.TempDir(), BucketURL: s.URL(name), TailInterval: time.Hour}
 	t.Run("open", func(t *testing.T) {
 		l := bucketlogtest.OpenLog(t, s, opts)
-		if _, err := l.Append(context.Background(), localseg.Event{ExecutionID: "e", TransactionID: "t", Payload: "p"}); err != nil {
+		if _, err := l.Append(context.Background(), bucketlog.Event{ExecutionID: "e", TransactionID: "t", Payload: "p"}); err != nil {
 			t.Fatal(err)
 		}
 	})
 	// A lost disk: a fresh directory hydrates the event from the bucket
 	// only if the first log's Close shipped it.
 	again := bucketlogtest.OpenLog(t, s, bucketlog.Options{BucketURL: s.URL(name)})
-	if page, err := again.Scan(0, 10); err != nil || len(page.Records) != 1 {
+	if page, err := again.Scan(t.Context(), 0, 10); err != nil || len(page.Records) != 1 {
 		t.Fatalf("after the first test's cleanup the bucket holds %+v, %v", page, err)
 	}
 	// The first directory is free again.

@@ -8,7 +8,6 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/bucketlog/bucketlog"
-	"github.com/bucketlog/bucketlog/blobtier"
 )
 
 // Emulator is what S3 and GCS offer alike.
@@ -28,7 +27,7 @@ type Emulator interface {
 	// bucket as bucketlog.Options.Bucket takes it. Neither reads the
 	// environment; the caller closes what they return.
 	OpenBucket(ctx context.Context, name string) (*blob.Bucket, error)
-	Bucket(ctx context.Context, name string) (blobtier.Bucket, error)
+	Bucket(ctx context.Context, name string) (bucketlog.Bucket, error)
 	// PutRaw plants an object at rest, bypassing every client-side check.
 	PutRaw(bucket, key string, data []byte, meta map[string]string) error
 	Close() error

@@ -47,14 +47,14 @@ func bucketTier(t *testing.T, be backend) {
 
 	// One event per append first (each its own fsync), then batches.
 	want := appendN(t, l, execs, 0, 1000, 1)
-	if pr, err := l.Pull("c1", 10); err != nil || !pr.Created || pr.Pending != 1000 {
+	if pr, err := l.Pull(ctx, "c1", 10); err != nil || !pr.Created || pr.Pending != 1000 {
 		t.Fatalf("first pull: %+v %v", pr, err)
 	}
-	if _, err := l.Ack("c1", 700); err != nil {
+	if _, err := l.Ack(ctx, "c1", 700); err != nil {
 		t.Fatal(err)
 	}
 	// c2 is created and never acks: its cursor is 0 and must survive too.
-	if pr, err := l.Pull("c2", 1); err != nil || !pr.Created {
+	if pr, err := l.Pull(ctx, "c2", 1); err != nil || !pr.Created {
 		t.Fatalf("pull c2: %+v %v", pr, err)
 	}
 	var uploaded int64
@@ -64,7 +64,7 @@ func bucketTier(t *testing.T, be backend) {
 	}
 	uploaded += rep.Upload.Bytes
 	want = append(want, appendN(t, l, execs, 1000, 3000, 25)...)
-	if _, err := l.Ack("c1", 2500); err != nil {
+	if _, err := l.Ack(ctx, "c1", 2500); err != nil {
 		t.Fatal(err)
 	}
 	rep, err = l.Ship(ctx, true)
@@ -124,7 +124,7 @@ func bucketTier(t *testing.T, be backend) {
 	if got := snapshot(t, r).Consumers; !maps.Equal(got, wantConsumers) {
 		t.Fatalf("restored consumers %v, want %v", got, wantConsumers)
 	}
-	if pr, err := r.Pull("c1", 5); err != nil || pr.Created || pr.Acked != 2500 || pr.Pending != 500 || pr.Records[0].Seq != 2501 {
+	if pr, err := r.Pull(ctx, "c1", 5); err != nil || pr.Created || pr.Acked != 2500 || pr.Pending != 500 || pr.Records[0].Seq != 2501 {
 		t.Fatalf("restored c1 pull: %+v %v", pr, err)
 	}
 
@@ -164,11 +164,11 @@ func bucketTier(t *testing.T, be backend) {
 	// A non-owner (shard 1 of 2) reads shard 0's executions from the bucket.
 	n := open(t, bucketlog.Options{Dir: t.TempDir(), ShardIndex: 1, ShardCount: shards, Bucket: v.b, NoBackground: true})
 	for _, x := range execs[:3] {
-		cold, err := n.ReadExecution(x, 0, 100000)
+		cold, err := n.ReadExecution(ctx, x, 0, 100000)
 		if err != nil {
 			t.Fatalf("non-owner read of %s: %v", x, err)
 		}
-		own, err := r.ReadExecution(x, 0, 100000)
+		own, err := r.ReadExecution(ctx, x, 0, 100000)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,7 +186,7 @@ func bucketTier(t *testing.T, be backend) {
 	}
 	// Shard 1 has nothing in the bucket: a non-owner read of it is empty,
 	// not an error; a restore of it refuses unless AllowEmpty.
-	if res, err := r.ScanShard(1, 0, 10); err != nil || res.Page.Exists || len(res.Page.Records) != 0 || res.ServedBy != affinity.ServedByNonOwnerColdLoad {
+	if res, err := r.ScanShard(ctx, 1, 0, 10); err != nil || res.Page.Exists || len(res.Page.Records) != 0 || res.ServedBy != affinity.ServedByNonOwnerColdLoad {
 		t.Fatalf("non-owner scan of the empty shard 1: %+v %v", res, err)
 	}
 	if _, err := bucketlog.Restore(ctx, bucketlog.RestoreOptions{Bucket: v.b, Shard: 1, Dir: t.TempDir()}); !errors.Is(err, bucketlog.ErrInvalidState) {

@@ -20,10 +20,10 @@ func TestOwnerRebuildsADamagedCursorObject(t *testing.T) {
 			opts := bucketlog.Options{Dir: root, Bucket: v.b, SegmentMaxBytes: 4096, NoBackground: true}
 			l := open(t, opts)
 			appendN(t, l, execsOf(0, 1, 3), 0, 40, 1)
-			if _, err := l.Pull("c", 100); err != nil {
+			if _, err := l.Pull(ctx, "c", 100); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := l.Ack("c", 17); err != nil {
+			if _, err := l.Ack(ctx, "c", 17); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := l.Ship(ctx, false); err != nil {

@@ -274,10 +274,10 @@ func (r *faultRig) pass(what string, err error) {
 // sealed and durable.
 func (r *faultRig) consume(c string) {
 	r.t.Helper()
-	if _, err := r.l.Pull(c, 1); err != nil {
+	if _, err := r.l.Pull(r.t.Context(), c, 1); err != nil {
 		r.t.Fatalf("pull %s: %v", c, err)
 	}
-	if _, err := r.l.Ack(c, r.l.Store().Tip()); err != nil {
+	if _, err := r.l.Ack(r.t.Context(), c, r.l.Store().Tip()); err != nil {
 		r.t.Fatalf("ack %s: %v", c, err)
 	}
 }
@@ -440,7 +440,7 @@ func fltReadDir(t *testing.T, dir string) restoreView {
 
 func fltView(t *testing.T, l *bucketlog.Log) restoreView {
 	t.Helper()
-	p, err := l.Scan(0, 100000)
+	p, err := l.Scan(t.Context(), 0, 100000)
 	if err != nil {
 		t.Fatalf("scan: %v", err)
 	}

@@ -228,7 +228,7 @@ func appendN(t *testing.T, l *bucketlog.Log, execs []string, from, to, batch int
 // scanAll returns every retained record of l.
 func scanAll(t *testing.T, l *bucketlog.Log) localseg.Page {
 	t.Helper()
-	p, err := l.Scan(0, 100000)
+	p, err := l.Scan(t.Context(), 0, 100000)
 	if err != nil {
 		t.Fatalf("scan: %v", err)
 	}

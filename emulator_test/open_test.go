@@ -160,10 +160,10 @@ func emptyDiskHydrates(t *testing.T, be backend) {
 	execs := execsOf(0, 1, 5)
 	l := open(t, bucketlog.Options{Dir: t.TempDir(), Bucket: v.b, SegmentMaxBytes: 4096, NoBackground: true})
 	want := appendN(t, l, execs, 0, 300, 5)
-	if _, err := l.Pull("c1", 1); err != nil {
+	if _, err := l.Pull(ctx, "c1", 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Ack("c1", 123); err != nil {
+	if _, err := l.Ack(ctx, "c1", 123); err != nil {
 		t.Fatal(err)
 	}
 	closeLog(t, l) // ships sealed segments and the tail

@@ -91,10 +91,10 @@ func reclaimRun(t *testing.T, be backend, periodic bool) {
 	for round := range reclaimRounds {
 		want = append(want, appendN(t, l, execs, round*reclaimPerRound, (round+1)*reclaimPerRound, 10)...)
 		tip := want[len(want)-1].Seq
-		if _, err := l.Pull("c1", 1); err != nil {
+		if _, err := l.Pull(ctx, "c1", 1); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := l.Ack("c1", tip-consumerLag); err != nil {
+		if _, err := l.Ack(ctx, "c1", tip-consumerLag); err != nil {
 			t.Fatal(err)
 		}
 		var s sample

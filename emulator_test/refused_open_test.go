@@ -155,10 +155,10 @@ func refusedDivergedAfterGC(t *testing.T, be backend, minRetained int) {
 	if _, err := b.Ship(ctx, true); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Pull("c", 1000); err != nil {
+	if _, err := b.Pull(ctx, "c", 1000); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Ack("c", 120); err != nil {
+	if _, err := b.Ack(ctx, "c", 120); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.GC(ctx, bucketlog.GCRequest{MinRetainedSegments: minRetained}); err != nil {
@@ -284,10 +284,10 @@ func damagedWatermarkRepair(t *testing.T, be backend) {
 		if _, err := l.Ship(ctx, true); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := l.Pull("c", 1000); err != nil {
+		if _, err := l.Pull(ctx, "c", 1000); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := l.Ack("c", 30); err != nil {
+		if _, err := l.Ack(ctx, "c", 30); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := l.GC(ctx, bucketlog.GCRequest{}); err != nil {
@@ -301,7 +301,7 @@ func damagedWatermarkRepair(t *testing.T, be backend) {
 		if _, err := l.Ship(ctx, true); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := l.Ack("c", 200); err != nil {
+		if _, err := l.Ack(ctx, "c", 200); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := l.GC(ctx, bucketlog.GCRequest{}); err != nil {
@@ -325,7 +325,7 @@ func damagedWatermarkRepair(t *testing.T, be backend) {
 		opts := bucketlog.Options{Dir: root, Bucket: v.b, SegmentMaxBytes: 4096, NoBackground: true}
 		l := open(t, opts)
 		want := appendN(t, l, execs, 0, 100, 1)
-		if _, err := l.Pull("c", 1); err != nil {
+		if _, err := l.Pull(ctx, "c", 1); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := l.Ship(ctx, true); err != nil {
@@ -335,7 +335,7 @@ func damagedWatermarkRepair(t *testing.T, be backend) {
 		old := t.TempDir()
 		copyShard(t, root, old, 0) // holds everything; reclaimed nothing
 		l = open(t, opts)
-		if _, err := l.Ack("c", 100); err != nil {
+		if _, err := l.Ack(ctx, "c", 100); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := l.GC(ctx, bucketlog.GCRequest{}); err != nil {

@@ -92,10 +92,10 @@ func safetyCase(t *testing.T, be backend) {
 	if or := l.OpenReport(); or.DurableSegments != 2 || or.ShippedThrough != 60 {
 		t.Fatalf("open report: %+v", or)
 	}
-	if _, err := l.Pull("c1", 1); err != nil {
+	if _, err := l.Pull(ctx, "c1", 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Ack("c1", 60); err != nil {
+	if _, err := l.Ack(ctx, "c1", 60); err != nil {
 		t.Fatal(err)
 	}
 	gr, err := l.GC(ctx, bucketlog.GCRequest{MaxRetainedSegments: 2})

@@ -37,14 +37,14 @@ func tailRun(t *testing.T, be backend, disabled bool) {
 	root := t.TempDir()
 	l := open(t, bucketlog.Options{Dir: root, Bucket: v.b, SegmentMaxBytes: 4096, NoBackground: true, DisableTailReplication: disabled})
 	want := appendN(t, l, execs, 0, 300, 5)
-	if _, err := l.Pull("c1", 1); err != nil {
+	if _, err := l.Pull(ctx, "c1", 1); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.Ship(ctx, false); err != nil {
 		t.Fatal(err)
 	}
 	want = append(want, appendN(t, l, execs, 300, 600, 5)...)
-	if _, err := l.Ack("c1", 590); err != nil {
+	if _, err := l.Ack(ctx, "c1", 590); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := l.Ship(ctx, false)
@@ -170,10 +170,10 @@ func TestSyncAppendIsInTheBucket(t *testing.T) {
 				t.Fatalf("restore while the writer is alive: %d records (report %+v)", len(got), rr)
 			}
 			sameRecords(t, "restore of the first 20", got[:20], want)
-			if _, err := l.Pull("c1", 1); err != nil {
+			if _, err := l.Pull(ctx, "c1", 1); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := l.Ack("c1", 42); err != nil {
+			if _, err := l.Ack(ctx, "c1", 42); err != nil {
 				t.Fatal(err)
 			}
 			closeLog(t, l)

@@ -42,9 +42,10 @@ var (
 	// file was lost. It is also an ErrInvalidState.
 	ErrLostState = fmt.Errorf("%w: durable state missing", ErrInvalidState)
 	ErrPoisoned  = errors.New("localseg: store poisoned by an earlier write or fsync error; reopen it")
-	ErrLocked    = errors.New("localseg: store locked by another writer")
-	ErrReadOnly  = errors.New("localseg: store opened read-only")
-	ErrClosed    = errors.New("localseg: store closed")
+	// ErrLocked is also an ErrInvalidState.
+	ErrLocked   = fmt.Errorf("%w: store locked by another writer", ErrInvalidState)
+	ErrReadOnly = errors.New("localseg: store opened read-only")
+	ErrClosed   = errors.New("localseg: store closed")
 	// ErrReclaimed reports a read of a sequence at or below the reclaim base.
 	ErrReclaimed = errors.New("localseg: reclaimed")
 	// ErrNotFound reports a point read of a sequence that does not exist

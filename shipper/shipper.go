@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bucketlog/bucketlog/affinity"
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/localseg"
 	"github.com/bucketlog/bucketlog/metrics"
@@ -205,20 +206,21 @@ type Reconciled struct {
 	Watermark       uint64
 }
 
-// Errors of the shipper; the root package re-exports them.
+// Errors of the shipper; the root package re-exports them. ErrStaleDisk
+// and ErrDiverged are also localseg.ErrInvalidState.
 var (
 	// ErrUsage: a bad option, or a bucket unfit for what the store needs.
-	ErrUsage = errors.New("bucketlog: usage")
+	ErrUsage = affinity.ErrUsage
 	// ErrNotInBucket: synchronous mode only. The append is durable on the
 	// local disk and keeps its sequence; the bucket did not confirm it
 	// within the bounded wait. It ships later. Retrying it as a new append
 	// would duplicate it.
 	ErrNotInBucket = errors.New("bucketlog: durable locally, not yet in the bucket")
 	// ErrStaleDisk: the local store is behind what the bucket holds.
-	ErrStaleDisk = errors.New("bucketlog: local disk is behind the bucket")
+	ErrStaleDisk = fmt.Errorf("%w: local disk is behind the bucket", localseg.ErrInvalidState)
 	// ErrDiverged: the local store and the bucket disagree on a sequence
 	// both hold.
-	ErrDiverged = errors.New("bucketlog: local disk and bucket disagree")
+	ErrDiverged = fmt.Errorf("%w: local disk and bucket disagree", localseg.ErrInvalidState)
 	// ErrSecondWriter: a different object already sits under one of this
 	// shard's write-once keys; shipping, GC and cleanup stopped.
 	ErrSecondWriter = errors.New("bucketlog: second writer detected on this shard")

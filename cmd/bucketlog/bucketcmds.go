@@ -12,6 +12,7 @@ import (
 	"github.com/bucketlog/bucketlog"
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/coldload"
+	"github.com/bucketlog/bucketlog/inspect"
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
@@ -558,10 +559,12 @@ func runInspect(c *cli, args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	rep, err := bucketlog.Inspect(opts.Dir, n)
+	dir := bucketlog.ShardDir(opts.Dir, n)
+	url, _ := bucketlog.ShipsToBucket(dir)
+	rep, err := inspect.Dir(dir, url)
 	out := struct {
 		Action string `json:"action"`
-		bucketlog.InspectReport
+		inspect.Report
 	}{"inspect", rep}
 	if err != nil {
 		return c.failWith(out, err)

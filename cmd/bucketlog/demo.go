@@ -305,7 +305,7 @@ func demo(ctx context.Context, cfg demoConfig, c *cli) (rep demoReport, err erro
 		ds := &rep.Shards[i]
 		ds.Shard = i
 		half := max(1, len(expected[i])/2)
-		p, err := l.Pull(consumer, half)
+		p, err := l.Pull(ctx, consumer, half)
 		if err != nil {
 			return rep, fmt.Errorf("pull shard %d: %w", i, err)
 		}
@@ -313,7 +313,7 @@ func demo(ctx context.Context, cfg demoConfig, c *cli) (rep demoReport, err erro
 			continue
 		}
 		last := p.Records[len(p.Records)-1].Seq
-		if ds.ConsumerAcked, err = l.Ack(consumer, last); err != nil {
+		if ds.ConsumerAcked, err = l.Ack(ctx, consumer, last); err != nil {
 			return rep, fmt.Errorf("ack shard %d: %w", i, err)
 		}
 		gc, err := l.GC(ctx, bucketlog.GCRequest{})
@@ -426,7 +426,7 @@ func verifyRestored(ctx context.Context, o bucketlog.Options, dir string, expect
 	if err != nil {
 		return []string{fmt.Sprintf("shard %d: the restored store does not open: %v", o.ShardIndex, err)}, 0, nil
 	}
-	page, err := l.Scan(0, len(expected)+1)
+	page, err := l.Scan(ctx, 0, len(expected)+1)
 	var cursor uint64
 	var hasCursor bool
 	if err == nil {

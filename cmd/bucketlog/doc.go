@@ -46,7 +46,7 @@
 //
 // # Configuration
 //
-// The environment of SPEC §8 is read first (bucketlog.ConfigFromEnv); flags
+// The environment of SPEC §8 is read first (ConfigFromEnv); flags
 // override it. Ignored values are logged on stderr as warnings. The routing
 // commands (append, the affinity drives, serve) take --shard-index and
 // --shard-count together, else NOETL_SHARD_INDEX/NOETL_SHARD_COUNT, else 0

@@ -152,14 +152,14 @@ func (c *cli) logger(def slog.Level) *slog.Logger {
 // NOETL_SHARD_COUNT pair: an error for the commands that take their shard
 // from it, and overridden by flags that give the shard.
 type envConfig struct {
-	bucketlog.Config
+	Config
 	shardErr error
 }
 
 // env reads the environment. Ignored values are logged on stderr as
 // warnings, never printed on stdout.
 func (c *cli) env() envConfig {
-	cfg, err := bucketlog.ConfigFromEnv(c.getenv)
+	cfg, err := ConfigFromEnv(c.getenv)
 	for _, w := range cfg.Warnings {
 		c.log.Warn("environment value ignored", "warning", w)
 	}

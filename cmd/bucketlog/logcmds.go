@@ -146,7 +146,7 @@ type deleteOutput struct {
 
 // useLocalRef reports whether the environment selects the local_reference
 // JSONL driver (exact token; anything else keeps the durable store).
-func useLocalRef(env envConfig) bool { return env.Backend == bucketlog.BackendLocalReference }
+func useLocalRef(env envConfig) bool { return env.Backend == BackendLocalReference }
 
 func localrefPath(dir string, shard int) string {
 	return filepath.Join(localseg.ShardDir(dir, shard), localrefFile)
@@ -476,7 +476,7 @@ func runScan(c *cli, args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	p, err := l.Scan(page.after, page.limit)
+	p, err := l.Scan(c.ctx, page.after, page.limit)
 	c.closeLog(l)
 	if err != nil {
 		return c.fail(err)
@@ -562,7 +562,7 @@ func runRead(c *cli, args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	res, err := l.ReadExecution(id, page.after, page.limit)
+	res, err := l.ReadExecution(c.ctx, id, page.after, page.limit)
 	c.closeLog(l)
 	if err != nil {
 		return c.fail(err)
@@ -664,7 +664,7 @@ func runTail(c *cli, args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	r, err := l.Pull(name, *limit)
+	r, err := l.Pull(c.ctx, name, *limit)
 	c.closeLog(l)
 	if err != nil {
 		return c.fail(err)
@@ -751,7 +751,7 @@ func runAck(c *cli, args []string) int {
 		acked, err = d.Ack(name, *seq)
 		d.Close()
 	case l != nil:
-		acked, err = l.Ack(name, *seq)
+		acked, err = l.Ack(c.ctx, name, *seq)
 		c.closeLog(l)
 	default:
 		err = unknownConsumer(name)
@@ -784,7 +784,7 @@ func runConsumerDelete(c *cli, args []string) int {
 		err = d.DeleteConsumer(name)
 		d.Close()
 	case l != nil:
-		err = l.DeleteConsumer(name)
+		err = l.DeleteConsumer(c.ctx, name)
 		c.closeLog(l)
 	default:
 		err = unknownConsumer(name)

@@ -212,7 +212,7 @@ func (c *cli) prog() string {
 func (c *cli) emit(v any) int {
 	if err := writeJSON(c.stdout, emptyLists(v)); err != nil {
 		fmt.Fprintf(c.stderr, "%s: write the output: %s\n", c.prog(), oneLine(err.Error()))
-		return bucketlog.ExitCode(bucketlog.ClassStorage)
+		return exitCode(bucketlog.ClassStorage)
 	}
 	return 0
 }
@@ -253,7 +253,7 @@ func (c *cli) failWith(report any, err error) int {
 	if _, werr := io.WriteString(c.stdout, b.String()); werr != nil {
 		fmt.Fprintf(c.stderr, "%s: write the output: %s\n", c.prog(), oneLine(werr.Error()))
 	}
-	return bucketlog.ExitCode(class)
+	return exitCode(class)
 }
 
 // cliMessage is err's message on one line without the engine's own

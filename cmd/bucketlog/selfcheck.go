@@ -136,7 +136,7 @@ func runSelfcheckConfig(c *cli, args []string) int {
 			opts.TailInterval = *tailInterval
 		}
 	}
-	out.Authoritative = env.Backend == bucketlog.BackendDurableSegment
+	out.Authoritative = env.Backend == BackendDurableSegment
 	if !out.Authoritative {
 		out.Warnings = append(out.Warnings, "the local_reference backend is not production durable and never ships: it is for parity tests and migration")
 	}
@@ -320,13 +320,13 @@ func durableSelfcheck(ctx context.Context, opts bucketlog.Options, own affinity.
 	defer r.Close()
 	// A replay that finds corruption fails with its own class (storage,
 	// exit 5), naming the segment and offset.
-	all, err := r.Scan(0, 0)
+	all, err := r.Scan(ctx, 0, 0)
 	if err != nil {
 		out.Problem = fmt.Sprintf("the replay failed: %v", err)
 		return err
 	}
 	out.ReplayRecords = int(all.RecordCount)
-	page, err := r.Scan(out.FirstSequence-1, selfcheckEvents+1)
+	page, err := r.Scan(ctx, out.FirstSequence-1, selfcheckEvents+1)
 	if err != nil {
 		out.Problem = fmt.Sprintf("the replay failed: %v", err)
 		return err

@@ -50,11 +50,11 @@ func TestSelfcheckConfig(t *testing.T) {
 	}
 
 	env := map[string]string{
-		bucketlog.EnvShardIndex: "1", bucketlog.EnvShardCount: "4",
-		bucketlog.EnvSegmentMaxBytes: "65536", bucketlog.EnvSealMaxAge: "60",
-		bucketlog.EnvTailInterval: "5", bucketlog.EnvGC: "consumer_ack", bucketlog.EnvGCInterval: "30",
-		bucketlog.EnvGCMaxRetained: "7", bucketlog.EnvBucketURL: "mem://from-env",
-		bucketlog.EnvTailCleanup: "sometimes", // unknown: kept on, with a warning
+		EnvShardIndex: "1", EnvShardCount: "4",
+		EnvSegmentMaxBytes: "65536", EnvSealMaxAge: "60",
+		EnvTailInterval: "5", EnvGC: "consumer_ack", EnvGCInterval: "30",
+		EnvGCMaxRetained: "7", EnvBucketURL: "mem://from-env",
+		EnvTailCleanup: "sometimes", // unknown: kept on, with a warning
 	}
 	code, out, _, stderr := runWithEnv(t, env, "selfcheck", "config")
 	gc := out["gc"].(map[string]any)
@@ -65,7 +65,7 @@ func TestSelfcheckConfig(t *testing.T) {
 		!strings.Contains(out["loss_window"].(string), "5s") {
 		t.Fatalf("environment: %d %v", code, out)
 	}
-	if ws, _ := out["warnings"].([]any); len(ws) != 1 || !strings.Contains(ws[0].(string), bucketlog.EnvTailCleanup) || !strings.Contains(stderr, bucketlog.EnvTailCleanup) {
+	if ws, _ := out["warnings"].([]any); len(ws) != 1 || !strings.Contains(ws[0].(string), EnvTailCleanup) || !strings.Contains(stderr, EnvTailCleanup) {
 		t.Fatalf("the unknown value's warning: %v / stderr %q", out["warnings"], stderr)
 	}
 
@@ -81,7 +81,7 @@ func TestSelfcheckConfig(t *testing.T) {
 		env  map[string]string
 		args []string
 	}{
-		"partial pair in the environment": {map[string]string{bucketlog.EnvShardIndex: "1"}, nil},
+		"partial pair in the environment": {map[string]string{EnvShardIndex: "1"}, nil},
 		"index beyond count":              {nil, []string{"--shard-index", "3", "--shard-count", "3"}},
 		"segment over 15 MiB":             {nil, []string{"--segment-max-bytes", "16777216"}},
 		"sync without a bucket":           {nil, []string{"--sync-to-bucket"}},
@@ -112,7 +112,7 @@ func TestSelfcheckConfigSecretFree(t *testing.T) {
 		for _, how := range []string{"env", "flag"} {
 			env, args := map[string]string{}, []string{"selfcheck", "config"}
 			if how == "env" {
-				env[bucketlog.EnvBucketURL] = u
+				env[EnvBucketURL] = u
 			} else {
 				args = append(args, "--bucket", u)
 			}
@@ -161,13 +161,13 @@ func TestSelfcheckDurable(t *testing.T) {
 		t.Errorf("locked shard: %d %v", code, out)
 	}
 	l.Close()
-	env := map[string]string{bucketlog.EnvShardIndex: "1", bucketlog.EnvShardCount: "2"}
+	env := map[string]string{EnvShardIndex: "1", EnvShardCount: "2"}
 	code, out, _, _ = runWithEnv(t, env, "selfcheck", "durable-eventlog", "--dir", dir)
 	if code != 0 || out["ok"] != true || out["first_sequence"] != 6.0 || out["last_sequence"] != 8.0 || out["durable_replay_records"] != 8.0 || out["shard"] != 1.0 {
 		t.Fatalf("populated shard: %d %v", code, out)
 	}
 
-	code, out, _, _ = runWithEnv(t, map[string]string{bucketlog.EnvBackend: "local_reference"}, "selfcheck", "durable-eventlog")
+	code, out, _, _ = runWithEnv(t, map[string]string{EnvBackend: "local_reference"}, "selfcheck", "durable-eventlog")
 	if code != 1 || out["ok"] != false || out["class"] != "invariant" {
 		t.Errorf("local_reference: %d %v", code, out)
 	}

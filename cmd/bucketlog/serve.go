@@ -473,7 +473,7 @@ func (a *api) scan(w http.ResponseWriter, r *http.Request, l *bucketlog.Log) {
 		writeError(w, nil, err)
 		return
 	}
-	p, cut, err := l.ScanBytes(after, limit, a.maxPage)
+	p, cut, err := l.ScanBytes(r.Context(), after, limit, a.maxPage)
 	if err != nil {
 		writeError(w, nil, err)
 		return
@@ -533,7 +533,7 @@ func (a *api) readExecution(w http.ResponseWriter, r *http.Request, l *bucketlog
 		writeError(w, nil, &affinity.NotOwnerError{Owner: owner, Shard: a.own.Index, ExecutionID: id})
 		return
 	}
-	res, cut, err := l.ReadExecutionBytes(id, after, limit, a.maxPage)
+	res, cut, err := l.ReadExecutionBytes(r.Context(), id, after, limit, a.maxPage)
 	if err != nil {
 		writeError(w, nil, err)
 		return
@@ -554,7 +554,7 @@ func (a *api) pull(w http.ResponseWriter, r *http.Request, l *bucketlog.Log) {
 		writeError(w, nil, err)
 		return
 	}
-	res, cut, err := l.PullBytes(name, limit, a.maxPage)
+	res, cut, err := l.PullBytes(r.Context(), name, limit, a.maxPage)
 	if err != nil {
 		writeError(w, nil, err)
 		return
@@ -597,7 +597,7 @@ func (a *api) ack(w http.ResponseWriter, r *http.Request, l *bucketlog.Log) {
 		writeError(w, nil, fmt.Errorf("%w: missing \"sequence\" (want {\"sequence\":N})", localseg.ErrInvalidInput))
 		return
 	}
-	acked, err := l.Ack(name, *ab.Sequence)
+	acked, err := l.Ack(r.Context(), name, *ab.Sequence)
 	if err != nil {
 		writeError(w, nil, err)
 		return
@@ -613,7 +613,7 @@ func (a *api) deleteConsumer(w http.ResponseWriter, r *http.Request, l *bucketlo
 		writeError(w, nil, err)
 		return
 	}
-	if err := l.DeleteConsumer(name); err != nil {
+	if err := l.DeleteConsumer(r.Context(), name); err != nil {
 		writeError(w, nil, err)
 		return
 	}
@@ -821,7 +821,7 @@ func runServe(c *cli, args []string) int {
 	case err := <-served:
 		// The listener failed under us: stop like a SIGTERM, but say so.
 		logger.Error("the HTTP server stopped", "err", err)
-		code = bucketlog.ExitCode(bucketlog.ClassStorage)
+		code = exitCode(bucketlog.ClassStorage)
 	}
 	shutdown()
 	// No request is in flight any more: the tip is final.
@@ -845,7 +845,7 @@ func closeCode(logger *slog.Logger, bucket bool, tip, shipped uint64, err error)
 			attrs = append(attrs, "err", oneLine(err.Error()))
 		}
 		logger.Error(fmt.Sprintf("stopped with %d events not in the bucket, sequences %d..%d: durable on the local disk, they ship on the next start with the bucket", tip-shipped, shipped+1, tip), attrs...)
-		return bucketlog.ExitCode(bucketlog.ClassNotInBucket)
+		return exitCode(bucketlog.ClassNotInBucket)
 	}
 	if err != nil {
 		logger.Error("closing the shard", "err", oneLine(err.Error()))

@@ -24,7 +24,6 @@ import (
 
 	"github.com/bucketlog/bucketlog"
 	"github.com/bucketlog/bucketlog/bucketlogtest"
-	"github.com/bucketlog/bucketlog/localseg"
 )
 
 const (
@@ -102,11 +101,11 @@ func run(ctx context.Context, before, after int, out io.Writer) error {
 		if _, err := l.Ship(ctx, false); err != nil {
 			return err
 		}
-		p, err := l.Pull(consumer, len(want[i])/2)
+		p, err := l.Pull(ctx, consumer, len(want[i])/2)
 		if err != nil {
 			return err
 		}
-		if ackedThrough[i], err = l.Ack(consumer, p.Records[len(p.Records)-1].Seq); err != nil {
+		if ackedThrough[i], err = l.Ack(ctx, consumer, p.Records[len(p.Records)-1].Seq); err != nil {
 			return err
 		}
 		gc, err := l.GC(ctx, bucketlog.GCRequest{})
@@ -162,7 +161,7 @@ func appendAll(ctx context.Context, logs [shards]*bucketlog.Log, want *acked, fr
 				exec := fmt.Sprint("order-", i%executions)
 				shard := logs[0].Ownership().OwnerOf(exec)
 				payload := fmt.Sprintf(`{"order":%q,"step":%d,"note":"<paid> & \"filed\" ✓"}`, exec, i)
-				res, err := logs[shard].Append(ctx, localseg.Event{ExecutionID: exec, TransactionID: fmt.Sprint("tx-", i), Payload: payload})
+				res, err := logs[shard].Append(ctx, bucketlog.Event{ExecutionID: exec, TransactionID: fmt.Sprint("tx-", i), Payload: payload})
 				if err != nil {
 					errs[w] = err
 					return
@@ -187,7 +186,7 @@ func verify(ctx context.Context, o bucketlog.Options, want map[uint64]string, ba
 		return fmt.Errorf("shard %d: open the restored shard: %w", o.ShardIndex, err)
 	}
 	defer l.Close()
-	page, err := l.Scan(0, len(want)+1)
+	page, err := l.Scan(ctx, 0, len(want)+1)
 	if err != nil {
 		return err
 	}
@@ -200,14 +199,14 @@ func verify(ctx context.Context, o bucketlog.Options, want map[uint64]string, ba
 			return fmt.Errorf("shard %d: sequence %d differs from what was acknowledged", o.ShardIndex, r.Seq)
 		}
 	}
-	p, err := l.Pull(consumer, 1)
+	p, err := l.Pull(ctx, consumer, 1)
 	if err != nil {
 		return err
 	}
 	if p.Acked != ackedThrough {
 		return fmt.Errorf("shard %d: the consumer restored at %d, acked %d", o.ShardIndex, p.Acked, ackedThrough)
 	}
-	res, err := l.Append(ctx, localseg.Event{ExecutionID: page.Records[0].ExecutionID, TransactionID: "after-restore", Payload: "continues"})
+	res, err := l.Append(ctx, bucketlog.Event{ExecutionID: page.Records[0].ExecutionID, TransactionID: "after-restore", Payload: "continues"})
 	if err != nil {
 		return err
 	}

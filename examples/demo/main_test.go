@@ -12,7 +12,6 @@ import (
 
 	"github.com/bucketlog/bucketlog"
 	"github.com/bucketlog/bucketlog/bucketlogtest"
-	"github.com/bucketlog/bucketlog/localseg"
 )
 
 func TestMain(m *testing.M) {
@@ -64,14 +63,14 @@ func TestVerifyCatchesLoss(t *testing.T) {
 		o := bucketlog.Options{Dir: t.TempDir(), BucketURL: s3.URL(name)}
 		l := bucketlogtest.OpenLog(t, s3, o)
 		for seq := uint64(1); seq <= 3; seq++ {
-			if _, err := l.Append(ctx, localseg.Event{ExecutionID: "order-1", TransactionID: fmt.Sprint("tx-", seq), Payload: want[seq]}); err != nil {
+			if _, err := l.Append(ctx, bucketlog.Event{ExecutionID: "order-1", TransactionID: fmt.Sprint("tx-", seq), Payload: want[seq]}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if _, err := l.Pull(consumer, 2); err != nil {
+		if _, err := l.Pull(ctx, consumer, 2); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := l.Ack(consumer, 2); err != nil {
+		if _, err := l.Ack(ctx, consumer, 2); err != nil {
 			t.Fatal(err)
 		}
 		if err := l.Close(); err != nil {

@@ -23,7 +23,6 @@ import (
 
 	"github.com/bucketlog/bucketlog"
 	"github.com/bucketlog/bucketlog/bucketlogtest"
-	"github.com/bucketlog/bucketlog/localseg"
 )
 
 // config is what the restore runs with.
@@ -96,7 +95,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "restored shard %d into %s from the bucket alone in %.3fs (%d objects, %d bytes)\n",
-		cfg.shard, localseg.ShardDir(cfg.dir, cfg.shard), rec.Seconds, rec.Objects, rec.Bytes)
+		cfg.shard, bucketlog.ShardDir(cfg.dir, cfg.shard), rec.Seconds, rec.Objects, rec.Bytes)
 	fmt.Fprintf(out, "  events %d..%d (%d events of %d executions; %d from tail objects, the rest from sealed segments)\n",
 		rec.First, rec.Last, rec.Events, rec.Executions, rec.FromTailObjects)
 	for name, seq := range rec.Consumers {
@@ -133,18 +132,18 @@ func disaster(ctx context.Context, cfg config, out io.Writer, logger *slog.Logge
 	for i := 1; i <= 500; i++ {
 		exec := ownedBy(own.Owns, i%25)
 		payload := fmt.Sprintf(`{"invoice":%d,"amount":"%d.%02d €","note":"<paid> & filed"}`, i, i*3, i%100)
-		res, err := l.Append(ctx, localseg.Event{ExecutionID: exec, TransactionID: fmt.Sprint("tx-", i), Payload: payload})
+		res, err := l.Append(ctx, bucketlog.Event{ExecutionID: exec, TransactionID: fmt.Sprint("tx-", i), Payload: payload})
 		if err != nil {
 			l.Close()
 			return nil, err
 		}
 		want[res.Seq] = payload
 	}
-	if _, err := l.Pull("billing", 100); err != nil {
+	if _, err := l.Pull(ctx, "billing", 100); err != nil {
 		l.Close()
 		return nil, err
 	}
-	if _, err := l.Ack("billing", 100); err != nil {
+	if _, err := l.Ack(ctx, "billing", 100); err != nil {
 		l.Close()
 		return nil, err
 	}
@@ -182,7 +181,7 @@ func restore(ctx context.Context, cfg config, logger *slog.Logger, keepPayloads 
 	}
 	after := uint64(0)
 	for {
-		page, err := l.Scan(after, 10000)
+		page, err := l.Scan(ctx, after, 10000)
 		if err != nil {
 			l.Close()
 			return rec, err

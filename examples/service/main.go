@@ -41,7 +41,6 @@ import (
 
 	"github.com/bucketlog/bucketlog"
 	"github.com/bucketlog/bucketlog/bucketlogtest"
-	"github.com/bucketlog/bucketlog/localseg"
 )
 
 // config is what the service runs with.
@@ -54,7 +53,7 @@ type config struct {
 
 func main() {
 	var cfg config
-	flag.StringVar(&cfg.bucketURL, "bucket", os.Getenv(bucketlog.EnvBucketURL), "bucket URL (default BUCKETLOG_BUCKET_URL; empty: an in-process S3 emulator)")
+	flag.StringVar(&cfg.bucketURL, "bucket", os.Getenv("BUCKETLOG_BUCKET_URL"), "bucket URL (default BUCKETLOG_BUCKET_URL; empty: an in-process S3 emulator)")
 	flag.StringVar(&cfg.dir, "dir", "", "data directory (default: a temporary one, removed at exit)")
 	flag.StringVar(&cfg.listen, "listen", "127.0.0.1:0", "HTTP address")
 	flag.BoolVar(&cfg.serve, "serve", false, "keep serving until SIGINT or SIGTERM")
@@ -104,7 +103,7 @@ func (s *service) append(w http.ResponseWriter, r *http.Request) {
 	}
 	// The payload is stored byte for byte; here it is the event as JSON.
 	payload, _ := json.Marshal(ev)
-	res, err := s.log.Append(r.Context(), localseg.Event{
+	res, err := s.log.Append(r.Context(), bucketlog.Event{
 		ExecutionID:   r.PathValue("id"),
 		TransactionID: fmt.Sprintf("orders-%d", s.txn.Add(1)),
 		Payload:       string(payload),
@@ -122,7 +121,7 @@ func (s *service) append(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *service) list(w http.ResponseWriter, r *http.Request) {
-	res, err := s.log.ReadExecution(r.PathValue("id"), 0, 1000)
+	res, err := s.log.ReadExecution(r.Context(), r.PathValue("id"), 0, 1000)
 	if err != nil {
 		w.WriteHeader(bucketlog.HTTPStatus(err))
 		json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})

@@ -11,6 +11,7 @@ import (
 	"strconv"
 
 	"github.com/bucketlog/bucketlog/affinity"
+	"github.com/bucketlog/bucketlog/internal/routed"
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
@@ -69,13 +70,13 @@ func (r AffinityReport) Holds() bool {
 	return d.OwnerWritesOK && d.NonownerRefusedOK && d.SingleWriterInvariant && d.ColdloadReadOK && d.CrashRecoveryOK && d.Divergence == nil
 }
 
-// replica is what the drive needs from one member of the pool; *affinity.Log
+// replica is what the drive needs from one member of the pool; *routed.Log
 // provides it. Tests substitute a broken one (RED controls).
 type replica interface {
 	Append(localseg.Event) (localseg.AppendResult, error)
 	AppendBatch([]localseg.Event) (first, last uint64, err error)
-	Read(executionID string, after uint64, limit int) (affinity.ReadResult, error)
-	ScanShard(shard int, after uint64, limit int) (affinity.ReadResult, error)
+	Read(executionID string, after uint64, limit int) (routed.ReadResult, error)
+	ScanShard(shard int, after uint64, limit int) (routed.ReadResult, error)
 	Pull(shard int, consumer string, limit int) (localseg.PullResult, error)
 	Ack(shard int, consumer string, seq uint64) (uint64, error)
 	Close() error
@@ -85,7 +86,7 @@ type replica interface {
 // Production runs use the zero value.
 type affinityHooks struct {
 	// wrap replaces each replica.
-	wrap func(*affinity.Log) replica
+	wrap func(*routed.Log) replica
 	// beforeRecovery runs on the root after the pool is closed and before
 	// it reopens.
 	beforeRecovery func(root string) error
@@ -209,7 +210,7 @@ func affinityDrive(root string, shardCount int, hooks affinityHooks) (AffinityRe
 func (r *affinityRun) openPool() error {
 	r.pool = make([]replica, r.n)
 	for i := range r.n {
-		l, err := affinity.Open(r.root, affinity.Ownership{Index: i, Count: r.n}, affinity.Options{})
+		l, err := routed.Open(r.root, affinity.Ownership{Index: i, Count: r.n}, routed.Options{})
 		if err != nil {
 			for _, p := range r.pool[:i] {
 				p.Close()

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/bucketlog/bucketlog/affinity"
+	"github.com/bucketlog/bucketlog/internal/routed"
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
@@ -61,7 +62,7 @@ func TestAffinityDriveRefuses(t *testing.T) {
 
 // leaky is a broken router: instead of refusing an execution it does not
 // own, it writes it into its own shard.
-type leaky struct{ *affinity.Log }
+type leaky struct{ *routed.Log }
 
 func (l leaky) Append(ev localseg.Event) (localseg.AppendResult, error) {
 	r, err := l.Log.Append(ev)
@@ -75,7 +76,7 @@ func (l leaky) Append(ev localseg.Event) (localseg.AppendResult, error) {
 // drive: a non-owner write that sneaks through is caught (refusals,
 // single-writer invariant) and the drive does not hold.
 func TestAffinityDriveRedLeakyRouter(t *testing.T) {
-	rep, err := affinityDrive(t.TempDir(), 2, affinityHooks{wrap: func(l *affinity.Log) replica { return leaky{l} }})
+	rep, err := affinityDrive(t.TempDir(), 2, affinityHooks{wrap: func(l *routed.Log) replica { return leaky{l} }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,9 +88,9 @@ func TestAffinityDriveRedLeakyRouter(t *testing.T) {
 }
 
 // staleCold serves non-owner reads from nowhere: every cold load is empty.
-type staleCold struct{ *affinity.Log }
+type staleCold struct{ *routed.Log }
 
-func (s staleCold) Read(id string, after uint64, limit int) (affinity.ReadResult, error) {
+func (s staleCold) Read(id string, after uint64, limit int) (routed.ReadResult, error) {
 	r, err := s.Log.Read(id, after, limit)
 	if r.ServedBy == affinity.ServedByNonOwnerColdLoad {
 		r.Page = localseg.Page{Base: 1}
@@ -100,7 +101,7 @@ func (s staleCold) Read(id string, after uint64, limit int) (affinity.ReadResult
 // TestAffinityDriveRedStaleColdLoad: a cold load that does not see the
 // owner's data is caught.
 func TestAffinityDriveRedStaleColdLoad(t *testing.T) {
-	rep, err := affinityDrive(t.TempDir(), 2, affinityHooks{wrap: func(l *affinity.Log) replica { return staleCold{l} }})
+	rep, err := affinityDrive(t.TempDir(), 2, affinityHooks{wrap: func(l *routed.Log) replica { return staleCold{l} }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +132,7 @@ func TestAffinityDriveRedCorruptBeforeRecovery(t *testing.T) {
 
 // writeThenRefuse is a subtler broken router: it reports the refusal the
 // caller expects, but only after writing the event into its own shard.
-type writeThenRefuse struct{ *affinity.Log }
+type writeThenRefuse struct{ *routed.Log }
 
 func (w writeThenRefuse) Append(ev localseg.Event) (localseg.AppendResult, error) {
 	r, err := w.Log.Append(ev)
@@ -147,7 +148,7 @@ func (w writeThenRefuse) Append(ev localseg.Event) (localseg.AppendResult, error
 // behind is caught by the drive's disk comparison, even though the error
 // the caller sees is the right one.
 func TestAffinityDriveRedRefusalWithSideEffect(t *testing.T) {
-	rep, err := affinityDrive(t.TempDir(), 2, affinityHooks{wrap: func(l *affinity.Log) replica { return writeThenRefuse{l} }})
+	rep, err := affinityDrive(t.TempDir(), 2, affinityHooks{wrap: func(l *routed.Log) replica { return writeThenRefuse{l} }})
 	if err != nil {
 		t.Fatal(err)
 	}

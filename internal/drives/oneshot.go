@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/bucketlog/bucketlog/affinity"
+	"github.com/bucketlog/bucketlog/internal/routed"
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
@@ -75,7 +76,7 @@ type ReadOutcome struct {
 // configuration (affinity.ErrConfig), invalid input (localseg.ErrInvalidInput,
 // checked before routing) and storage failures.
 func AffinityAppend(root string, own affinity.Ownership, ev localseg.Event) (AppendOutcome, error) {
-	l, err := affinity.Open(root, own, affinity.Options{})
+	l, err := routed.Open(root, own, routed.Options{})
 	if err != nil {
 		return AppendOutcome{}, err
 	}
@@ -112,7 +113,7 @@ func AffinityAppend(root string, own affinity.Ownership, ev localseg.Event) (App
 // the owner's shard read-only (changing nothing). It opens the replica as
 // AffinityAppend does.
 func AffinityRead(root string, own affinity.Ownership, executionID string, after uint64, limit int) (ReadOutcome, error) {
-	l, err := affinity.Open(root, own, affinity.Options{})
+	l, err := routed.Open(root, own, routed.Options{})
 	if err != nil {
 		return ReadOutcome{}, err
 	}

@@ -305,7 +305,7 @@ func (d *sharedRun) checkMiss() bool {
 			if o == r {
 				continue
 			}
-			res, err := r.log.ReadExecution(o.exec, 0, sharedReadLimit)
+			res, err := r.log.ReadExecution(d.ctx, o.exec, 0, sharedReadLimit)
 			switch {
 			case err != nil:
 				ok = d.c.fail("replica %d reading execution %s of shard %d with nothing shipped: %v", r.index, o.exec, o.index, err)
@@ -314,7 +314,7 @@ func (d *sharedRun) checkMiss() bool {
 			case res.Page.Exists || res.Page.RecordCount != 0 || len(res.Page.Records) != 0:
 				ok = d.c.fail("replica %d read %d records of execution %s from a bucket that holds nothing of shard %d", r.index, len(res.Page.Records), o.exec, o.index)
 			}
-			sc, err := r.log.ScanShard(o.index, 0, sharedReadLimit)
+			sc, err := r.log.ScanShard(d.ctx, o.index, 0, sharedReadLimit)
 			switch {
 			case err != nil:
 				ok = d.c.fail("replica %d scanning shard %d with nothing shipped: %v", r.index, o.index, err)
@@ -341,11 +341,11 @@ func (d *sharedRun) publish() bool {
 		return d.c.fail("%v", err)
 	}
 	for _, r := range d.pool {
-		if _, err := r.log.Pull(SharedConsumer, 1); err != nil {
+		if _, err := r.log.Pull(d.ctx, SharedConsumer, 1); err != nil {
 			ok = d.c.fail("replica %d pull: %v", r.index, err)
 			continue
 		}
-		acked, err := r.log.Ack(SharedConsumer, sharedAck)
+		acked, err := r.log.Ack(d.ctx, SharedConsumer, sharedAck)
 		if err != nil {
 			ok = d.c.fail("replica %d ack: %v", r.index, err)
 			continue
@@ -444,12 +444,12 @@ func (d *sharedRun) checkPublished() bool {
 func (d *sharedRun) checkColdLoads() (coldOK, parityOK bool) {
 	coldOK, parityOK = true, true
 	for _, o := range d.pool {
-		own, err := o.log.ReadExecution(o.exec, 0, sharedReadLimit)
+		own, err := o.log.ReadExecution(d.ctx, o.exec, 0, sharedReadLimit)
 		if err != nil || own.ServedBy != affinity.ServedByOwnerResident {
 			d.c.fail("owner %d read of %s: served by %q: %v", o.index, o.exec, own.ServedBy, err)
 			return false, false
 		}
-		ownScan, err := o.log.ScanShard(o.index, 0, sharedReadLimit)
+		ownScan, err := o.log.ScanShard(d.ctx, o.index, 0, sharedReadLimit)
 		if err != nil {
 			d.c.fail("owner %d scan: %v", o.index, err)
 			return false, false
@@ -458,7 +458,7 @@ func (d *sharedRun) checkColdLoads() (coldOK, parityOK bool) {
 			if r == o {
 				continue
 			}
-			res, err := r.log.ReadExecution(o.exec, 0, sharedReadLimit)
+			res, err := r.log.ReadExecution(d.ctx, o.exec, 0, sharedReadLimit)
 			if err != nil {
 				coldOK = d.c.fail("replica %d cold load of execution %s: %v", r.index, o.exec, err)
 				parityOK = false
@@ -473,7 +473,7 @@ func (d *sharedRun) checkColdLoads() (coldOK, parityOK bool) {
 			if !reflect.DeepEqual(res.Page, own.Page) {
 				parityOK = d.c.fail("replica %d cold-loaded page of execution %s differs from the owner's (%d records of %d, exists %v, base %d)", r.index, o.exec, len(res.Page.Records), res.Page.RecordCount, res.Page.Exists, res.Page.Base)
 			}
-			sc, err := r.log.ScanShard(o.index, 0, sharedReadLimit)
+			sc, err := r.log.ScanShard(d.ctx, o.index, 0, sharedReadLimit)
 			if err != nil {
 				parityOK = d.c.fail("replica %d cold scan of shard %d: %v", r.index, o.index, err)
 			} else if !reflect.DeepEqual(sc.Page, ownScan.Page) {
@@ -519,7 +519,7 @@ func (d *sharedRun) crashRecovery() bool {
 }
 
 func (d *sharedRun) recoverOne(r *sharedReplica) bool {
-	before, err := r.log.Scan(0, sharedReadLimit)
+	before, err := r.log.Scan(d.ctx, 0, sharedReadLimit)
 	if err != nil {
 		return d.c.fail("replica %d scan before the crash: %v", r.index, err)
 	}
@@ -543,14 +543,14 @@ func (d *sharedRun) recoverOne(r *sharedReplica) bool {
 	if !l.OpenReport().Hydrated {
 		return d.c.fail("replica %d reopened over an empty disk without hydrating from the bucket", r.index)
 	}
-	after, err := l.Scan(0, sharedReadLimit)
+	after, err := l.Scan(d.ctx, 0, sharedReadLimit)
 	if err != nil {
 		return d.c.fail("replica %d scan after hydrating: %v", r.index, err)
 	}
 	if !reflect.DeepEqual(after, before) {
 		return d.c.fail("replica %d hydrated %d records (tip %d), before the crash it held %d (tip %d)", r.index, len(after.Records), l.Store().Tip(), len(before.Records), tip)
 	}
-	pr, err := l.Pull(SharedConsumer, 1)
+	pr, err := l.Pull(d.ctx, SharedConsumer, 1)
 	switch {
 	case err != nil:
 		return d.c.fail("replica %d pull after hydrating: %v", r.index, err)
@@ -573,7 +573,7 @@ func (d *sharedRun) recoverOne(r *sharedReplica) bool {
 		return d.c.fail("replica %d ship after hydrating: %v", r.index, err)
 	}
 	other := d.pool[(r.index+1)%d.n]
-	cold, err := other.log.ReadExecution(r.exec, 0, sharedReadLimit)
+	cold, err := other.log.ReadExecution(d.ctx, r.exec, 0, sharedReadLimit)
 	if err != nil {
 		return d.c.fail("replica %d cold load of the recovered shard %d: %v", other.index, r.index, err)
 	}

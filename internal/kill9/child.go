@@ -111,7 +111,7 @@ func (c *child) run(ctx context.Context) error {
 		}
 	}
 	for _, name := range []string{FastConsumer, LagConsumer} {
-		res, err := l.Pull(name, 1)
+		res, err := l.Pull(ctx, name, 1)
 		if err != nil {
 			return fmt.Errorf("create consumer %s: %w", name, err)
 		}
@@ -132,8 +132,8 @@ func (c *child) run(ctx context.Context) error {
 	for w := 1; w <= c.cfg.Writers; w++ {
 		go c.writer(ctx, w)
 	}
-	go c.consume(FastConsumer, 256, 0, 1)
-	go c.consume(LagConsumer, 64, 15*time.Millisecond, 3)
+	go c.consume(ctx, FastConsumer, 256, 0, 1)
+	go c.consume(ctx, LagConsumer, 64, 15*time.Millisecond, 3)
 	if c.cfg.BucketURL != "" {
 		go c.pollShipped(shipped)
 	} else if c.cfg.GC && c.cfg.GCInterval > 0 {
@@ -230,10 +230,10 @@ func (c *child) writer(ctx context.Context, w int) {
 // an upper bound for any cursor the parent may later find) and the cursor
 // the ack returned ("C"). Pulled records are checked against the
 // deterministic payloads, so the read path is checked too.
-func (c *child) consume(name string, limit int, pause time.Duration, ackEvery int) {
+func (c *child) consume(ctx context.Context, name string, limit int, pause time.Duration, ackEvery int) {
 	pulls := 0
 	for {
-		res, err := c.l.Pull(name, limit)
+		res, err := c.l.Pull(ctx, name, limit)
 		if err != nil {
 			c.rep.printf("F pull %s: %v", name, err)
 			return
@@ -248,7 +248,7 @@ func (c *child) consume(name string, limit int, pause time.Duration, ackEvery in
 		if len(res.Records) > 0 && pulls%ackEvery == 0 {
 			seq := res.Records[len(res.Records)-1].Seq
 			c.rep.printf("c %s %d", name, seq)
-			cur, err := c.l.Ack(name, seq)
+			cur, err := c.l.Ack(ctx, name, seq)
 			if err != nil {
 				c.rep.printf("F ack %s %d: %v", name, seq, err)
 				return

@@ -93,7 +93,7 @@ func (r *run) pickConsumer(create bool) string {
 
 func (r *run) opPull() *violation {
 	name := r.pickConsumer(true)
-	res, err := r.w.log.Pull(name, 1+r.rng.IntN(8))
+	res, err := r.w.log.Pull(context.Background(), name, 1+r.rng.IntN(8))
 	r.logf("pull %s -> %d records %s", name, len(res.Records), errClass(err))
 	if err != nil {
 		return nil
@@ -117,7 +117,7 @@ func (r *run) opAck() *violation {
 		return nil
 	}
 	seq := 1 + r.rng.Uint64N(r.pulled[name])
-	got, err := r.w.log.Ack(name, seq)
+	got, err := r.w.log.Ack(context.Background(), name, seq)
 	r.logf("ack %s %d -> %d %s", name, seq, got, errClass(err))
 	return nil
 }
@@ -128,7 +128,7 @@ func (r *run) opDelete() *violation {
 		r.logf("delete (no consumer)")
 		return nil
 	}
-	err := r.w.log.DeleteConsumer(name)
+	err := r.w.log.DeleteConsumer(context.Background(), name)
 	r.logf("delete %s %s", name, errClass(err))
 	if err == nil {
 		delete(r.m.live, name)

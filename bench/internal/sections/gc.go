@@ -124,11 +124,11 @@ func openGCStore(ctx context.Context, env *harness.Env, m gcMedium, history int)
 		return nil, err
 	}
 	// The consumer, and the read index a serving shard has built.
-	if _, err := g.l.Pull(gcConsumer, 1); err != nil {
+	if _, err := g.l.Pull(ctx, gcConsumer, 1); err != nil {
 		g.close()
 		return nil, err
 	}
-	if _, err := g.l.ReadExecution(g.src.ids[0], 0, 1); err != nil {
+	if _, err := g.l.ReadExecution(ctx, g.src.ids[0], 0, 1); err != nil {
 		g.close()
 		return nil, err
 	}
@@ -163,7 +163,7 @@ func (g *gcStore) pass(ctx context.Context, timed bool) error {
 	}
 	held := snap.Tip - snap.ReclaimedSeq
 	boundary := snap.Segments[gcPassSegments-1].LastSeq
-	if _, err := g.l.Ack(gcConsumer, boundary); err != nil {
+	if _, err := g.l.Ack(ctx, gcConsumer, boundary); err != nil {
 		return err
 	}
 	var before buckets.Counts

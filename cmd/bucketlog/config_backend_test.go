@@ -1,4 +1,4 @@
-package bucketlog
+package main
 
 import "testing"
 

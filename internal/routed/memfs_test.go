@@ -1,9 +1,10 @@
-package affinity
+package routed
 
 import (
 	"errors"
 	"testing"
 
+	"github.com/bucketlog/bucketlog/affinity"
 	"github.com/bucketlog/bucketlog/localseg"
 	"github.com/bucketlog/bucketlog/localseg/faultfs"
 )
@@ -20,7 +21,7 @@ func TestRefusalTouchesNoFilesystem(t *testing.T) {
 	root := "/pool"
 	var logs []*Log
 	for i := range 2 {
-		l, err := Open(root, Ownership{Index: i, Count: 2}, opts)
+		l, err := Open(root, affinity.Ownership{Index: i, Count: 2}, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -32,16 +33,16 @@ func TestRefusalTouchesNoFilesystem(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := len(rec.Ops())
-	if _, err := logs[0].Append(ev(ids[1][0], "t", "refused")); !errors.Is(err, ErrNotOwner) {
+	if _, err := logs[0].Append(ev(ids[1][0], "t", "refused")); !errors.Is(err, affinity.ErrNotOwner) {
 		t.Fatal(err)
 	}
-	if _, _, err := logs[0].AppendBatch([]localseg.Event{ev(ids[0][0], "a", "x"), ev(ids[1][0], "b", "y")}); !errors.Is(err, ErrNotOwner) {
+	if _, _, err := logs[0].AppendBatch([]localseg.Event{ev(ids[0][0], "a", "x"), ev(ids[1][0], "b", "y")}); !errors.Is(err, affinity.ErrNotOwner) {
 		t.Fatal(err)
 	}
-	if _, err := logs[0].Pull(1, "c", 1); !errors.Is(err, ErrNotOwner) {
+	if _, err := logs[0].Pull(1, "c", 1); !errors.Is(err, affinity.ErrNotOwner) {
 		t.Fatal(err)
 	}
-	if _, err := logs[0].Ack(1, "c", 1); !errors.Is(err, ErrNotOwner) {
+	if _, err := logs[0].Ack(1, "c", 1); !errors.Is(err, affinity.ErrNotOwner) {
 		t.Fatal(err)
 	}
 	if ops := rec.Ops()[before:]; len(ops) != 0 {
@@ -49,7 +50,7 @@ func TestRefusalTouchesNoFilesystem(t *testing.T) {
 	}
 	// A cold load on the same in-memory filesystem sees the owner's event.
 	res, err := logs[0].Read(ids[1][0], 0, 10)
-	if err != nil || res.ServedBy != ServedByNonOwnerColdLoad || len(res.Page.Records) != 1 || res.Page.Records[0].Payload != "owned by 1" {
+	if err != nil || res.ServedBy != affinity.ServedByNonOwnerColdLoad || len(res.Page.Records) != 1 || res.Page.Records[0].Payload != "owned by 1" {
 		t.Fatalf("cold read on MemFS = %+v, %v", res, err)
 	}
 	// A cold load issues no write.

@@ -1,4 +1,4 @@
-package affinity
+package routed
 
 import (
 	"crypto/sha256"
@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/bucketlog/bucketlog/affinity"
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
@@ -47,7 +48,7 @@ func idsByShard(n, k int) [][]string {
 	out := make([][]string, n)
 	for i := 1; ; i++ {
 		id := strconv.Itoa(i)
-		s := ShardFor(id, n)
+		s := affinity.ShardFor(id, n)
 		if len(out[s]) < k {
 			out[s] = append(out[s], id)
 		}
@@ -65,7 +66,7 @@ func openPool(t *testing.T, root string, n int) []*Log {
 	t.Helper()
 	logs := make([]*Log, n)
 	for i := range n {
-		l, err := Open(root, Ownership{Index: i, Count: n}, Options{})
+		l, err := Open(root, affinity.Ownership{Index: i, Count: n}, Options{})
 		if err != nil {
 			t.Fatalf("open replica %d: %v", i, err)
 		}
@@ -96,15 +97,15 @@ func TestOwnerAppendsNonOwnerRefused(t *testing.T) {
 	tipBefore := logs[0].Store().Tip()
 
 	_, err = logs[0].Append(ev(foreign, "t2", "refused"))
-	var noe *NotOwnerError
-	if !errors.As(err, &noe) || !errors.Is(err, ErrNotOwner) {
-		t.Fatalf("non-owner append err = %v, want *NotOwnerError", err)
+	var noe *affinity.NotOwnerError
+	if !errors.As(err, &noe) || !errors.Is(err, affinity.ErrNotOwner) {
+		t.Fatalf("non-owner append err = %v, want *affinity.NotOwnerError", err)
 	}
 	if noe.Owner != 1 || noe.Shard != 0 || noe.ExecutionID != foreign {
 		t.Fatalf("NotOwnerError = %+v, want owner 1, shard 0", noe)
 	}
-	if _, _, err := logs[0].AppendBatch([]localseg.Event{ev(foreign, "t3", "x")}); !errors.Is(err, ErrNotOwner) {
-		t.Fatalf("non-owner batch err = %v, want ErrNotOwner", err)
+	if _, _, err := logs[0].AppendBatch([]localseg.Event{ev(foreign, "t3", "x")}); !errors.Is(err, affinity.ErrNotOwner) {
+		t.Fatalf("non-owner batch err = %v, want affinity.ErrNotOwner", err)
 	}
 	if after := treeState(t, root); !reflect.DeepEqual(before, after) {
 		t.Fatalf("a refused append changed the disk:\nbefore %v\nafter  %v", before, after)
@@ -146,7 +147,7 @@ func TestRefusalCheckerCatchesSneakedWrite(t *testing.T) {
 	}
 	foreign := 0
 	for _, rec := range p.Records {
-		if ShardFor(rec.ExecutionID, 2) != 0 {
+		if affinity.ShardFor(rec.ExecutionID, 2) != 0 {
 			foreign++
 		}
 	}
@@ -163,8 +164,8 @@ func TestBatchRefusedWhole(t *testing.T) {
 	ids := idsByShard(2, 2)
 	before := treeState(t, root)
 	batch := []localseg.Event{ev(ids[0][0], "a", "1"), ev(ids[0][1], "b", "2"), ev(ids[1][0], "c", "3")}
-	if _, _, err := logs[0].AppendBatch(batch); !errors.Is(err, ErrNotOwner) {
-		t.Fatalf("mixed batch err = %v, want ErrNotOwner", err)
+	if _, _, err := logs[0].AppendBatch(batch); !errors.Is(err, affinity.ErrNotOwner) {
+		t.Fatalf("mixed batch err = %v, want affinity.ErrNotOwner", err)
 	}
 	bad := []localseg.Event{ev(ids[0][0], "a", "1"), ev("no spaces", "b", "2")}
 	if _, _, err := logs[0].AppendBatch(bad); !errors.Is(err, localseg.ErrInvalidInput) {
@@ -189,7 +190,7 @@ func TestInvalidEventRefusedOnEveryReplica(t *testing.T) {
 		ev("1", "  ", "p"), ev("1", "t", "bad \xff utf8"),
 	} {
 		for i, l := range logs {
-			if _, err := l.Append(e); !errors.Is(err, localseg.ErrInvalidInput) || errors.Is(err, ErrNotOwner) {
+			if _, err := l.Append(e); !errors.Is(err, localseg.ErrInvalidInput) || errors.Is(err, affinity.ErrNotOwner) {
 				t.Errorf("replica %d append %+v: err = %v, want invalid input", i, e, err)
 			}
 		}
@@ -218,11 +219,11 @@ func TestNonOwnerReadIsColdLoad(t *testing.T) {
 	before := treeState(t, root)
 	for _, id := range ids[1] {
 		own, err := logs[1].Read(id, 0, 100)
-		if err != nil || own.ServedBy != ServedByOwnerResident || own.Shard != 1 {
+		if err != nil || own.ServedBy != affinity.ServedByOwnerResident || own.Shard != 1 {
 			t.Fatalf("owner read = %+v, %v", own, err)
 		}
 		cold, err := logs[0].Read(id, 0, 100)
-		if err != nil || cold.ServedBy != ServedByNonOwnerColdLoad || cold.Shard != 1 {
+		if err != nil || cold.ServedBy != affinity.ServedByNonOwnerColdLoad || cold.Shard != 1 {
 			t.Fatalf("non-owner read = %+v, %v", cold, err)
 		}
 		if !reflect.DeepEqual(own.Page, cold.Page) || len(cold.Page.Records) != 3 {
@@ -234,7 +235,7 @@ func TestNonOwnerReadIsColdLoad(t *testing.T) {
 		}
 	}
 	scan, err := logs[0].ScanShard(1, 0, 100)
-	if err != nil || scan.ServedBy != ServedByNonOwnerColdLoad || len(scan.Page.Records) != 6 {
+	if err != nil || scan.ServedBy != affinity.ServedByNonOwnerColdLoad || len(scan.Page.Records) != 6 {
 		t.Fatalf("non-owner scan = %+v, %v", scan, err)
 	}
 	if after := treeState(t, root); !reflect.DeepEqual(before, after) {
@@ -246,14 +247,14 @@ func TestNonOwnerReadIsColdLoad(t *testing.T) {
 // directory is empty, not an error, and creates nothing.
 func TestNeverWrittenShardReadsEmpty(t *testing.T) {
 	root := t.TempDir()
-	l, err := Open(root, Ownership{Index: 0, Count: 4}, Options{})
+	l, err := Open(root, affinity.Ownership{Index: 0, Count: 4}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
 	id := idsByShard(4, 1)[3][0]
 	res, err := l.Read(id, 0, 10)
-	if err != nil || res.Page.Exists || len(res.Page.Records) != 0 || res.ServedBy != ServedByNonOwnerColdLoad || res.Shard != 3 {
+	if err != nil || res.Page.Exists || len(res.Page.Records) != 0 || res.ServedBy != affinity.ServedByNonOwnerColdLoad || res.Shard != 3 {
 		t.Fatalf("read of a never-written shard = %+v, %v", res, err)
 	}
 	if _, err := os.Stat(localseg.ShardDir(root, 3)); !errors.Is(err, fs.ErrNotExist) {
@@ -266,26 +267,26 @@ func TestNeverWrittenShardReadsEmpty(t *testing.T) {
 func TestPluggableColdReader(t *testing.T) {
 	root := t.TempDir()
 	var asked []int
-	cr := func(shard int) (Reader, error) {
+	cr := func(shard int) (affinity.Reader, error) {
 		asked = append(asked, shard)
 		return fakeReader{page: localseg.Page{Exists: true, Base: 1, RecordCount: 1,
 			Records: []localseg.Record{{Seq: 7, ExecutionID: "x", TransactionID: "t", Payload: "from the bucket"}}}}, nil
 	}
-	l, err := Open(root, Ownership{Index: 0, Count: 2}, Options{ColdReader: cr})
+	l, err := Open(root, affinity.Ownership{Index: 0, Count: 2}, Options{ColdReader: cr})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
 	id := idsByShard(2, 1)[1][0]
 	res, err := l.Read(id, 0, 10)
-	if err != nil || res.ServedBy != ServedByNonOwnerColdLoad || res.Page.Records[0].Payload != "from the bucket" {
+	if err != nil || res.ServedBy != affinity.ServedByNonOwnerColdLoad || res.Page.Records[0].Payload != "from the bucket" {
 		t.Fatalf("read = %+v, %v", res, err)
 	}
 	if !reflect.DeepEqual(asked, []int{1}) {
 		t.Fatalf("cold reader asked for %v, want [1]", asked)
 	}
 	boom := errors.New("bucket down")
-	l2, err := Open(t.TempDir(), Ownership{Index: 0, Count: 2}, Options{ColdReader: func(int) (Reader, error) { return nil, boom }})
+	l2, err := Open(t.TempDir(), affinity.Ownership{Index: 0, Count: 2}, Options{ColdReader: func(int) (affinity.Reader, error) { return nil, boom }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,14 +314,14 @@ func TestNonOwnerTailAckRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := treeState(t, root)
-	var noe *NotOwnerError
+	var noe *affinity.NotOwnerError
 	if _, err := logs[0].Pull(1, "c", 10); !errors.As(err, &noe) || noe.Owner != 1 {
 		t.Fatalf("non-owner pull err = %v", err)
 	}
-	if _, err := logs[0].Ack(1, "c", 1); !errors.Is(err, ErrNotOwner) {
+	if _, err := logs[0].Ack(1, "c", 1); !errors.Is(err, affinity.ErrNotOwner) {
 		t.Fatalf("non-owner ack err = %v", err)
 	}
-	if err := logs[0].DeleteConsumer(1, "c"); !errors.Is(err, ErrNotOwner) {
+	if err := logs[0].DeleteConsumer(1, "c"); !errors.Is(err, affinity.ErrNotOwner) {
 		t.Fatalf("non-owner delete err = %v", err)
 	}
 	if after := treeState(t, root); !reflect.DeepEqual(before, after) {
@@ -342,12 +343,12 @@ func TestNonOwnerTailAckRefused(t *testing.T) {
 // cannot both open the shard.
 func TestSecondWriterOfShardFails(t *testing.T) {
 	root := t.TempDir()
-	l, err := Open(root, Ownership{Index: 1, Count: 2}, Options{})
+	l, err := Open(root, affinity.Ownership{Index: 1, Count: 2}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	if l2, err := Open(root, Ownership{Index: 1, Count: 2}, Options{}); !errors.Is(err, localseg.ErrLocked) {
+	if l2, err := Open(root, affinity.Ownership{Index: 1, Count: 2}, Options{}); !errors.Is(err, localseg.ErrLocked) {
 		if l2 != nil {
 			l2.Close()
 		}
@@ -356,18 +357,18 @@ func TestSecondWriterOfShardFails(t *testing.T) {
 }
 
 func TestOpenRefusesBadConfig(t *testing.T) {
-	for _, o := range []Ownership{{2, 2}, {0, 0}, {-1, 3}} {
-		if _, err := Open(t.TempDir(), o, Options{}); !errors.Is(err, ErrConfig) {
+	for _, o := range []affinity.Ownership{{Index: 2, Count: 2}, {Index: 0, Count: 0}, {Index: -1, Count: 3}} {
+		if _, err := Open(t.TempDir(), o, Options{}); !errors.Is(err, affinity.ErrConfig) {
 			t.Errorf("Open(%v) err = %v, want ErrConfig", o, err)
 		}
 	}
-	if _, err := Open("", SingleOwner, Options{}); !errors.Is(err, localseg.ErrInvalidInput) {
+	if _, err := Open("", affinity.SingleOwner, Options{}); !errors.Is(err, localseg.ErrInvalidInput) {
 		t.Errorf("Open with an empty root: %v", err)
 	}
 }
 
 func TestClosedLog(t *testing.T) {
-	l, err := Open(t.TempDir(), Ownership{Index: 0, Count: 2}, Options{})
+	l, err := Open(t.TempDir(), affinity.Ownership{Index: 0, Count: 2}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,8 +408,8 @@ func TestConcurrentRoutedAppends(t *testing.T) {
 				id := all[(g+i)%len(all)]
 				for r, l := range logs {
 					_, err := l.Append(ev(id, fmt.Sprintf("g%d-%d", g, i), "x"))
-					owner := ShardFor(id, 2)
-					var noe *NotOwnerError
+					owner := affinity.ShardFor(id, 2)
+					var noe *affinity.NotOwnerError
 					switch {
 					case r == owner && err != nil:
 						errs <- err
@@ -434,7 +435,7 @@ func TestConcurrentRoutedAppends(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i, rec := range p.Page.Records {
-			if rec.Seq != uint64(i+1) || ShardFor(rec.ExecutionID, 2) != s {
+			if rec.Seq != uint64(i+1) || affinity.ShardFor(rec.ExecutionID, 2) != s {
 				t.Fatalf("shard %d record %d = %+v", s, i, rec)
 			}
 		}

@@ -1,20 +1,31 @@
-package bucketlog
+// Package bucketrec is a shard directory's record of the bucket it ships
+// to (bucket.json): written the first time the shard opens with a bucket,
+// read and compared on every later open, so a store is never shipped to
+// (nor reclaimed against) another bucket by a typo.
+package bucketrec
 
 import (
+	"fmt"
 	"net/url"
 	"path"
 	"strings"
 
+	"github.com/bucketlog/bucketlog/affinity"
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
-// injectedBucketURL is what bucket.json records for a bucket handed to
-// Open as Options.Bucket without a BucketURL (tests, fault injection): its
-// identity is unknown, so it compares equal to any bucket (see sameBucket).
-const injectedBucketURL = "injected://bucket"
+// InjectedURL is what the record holds for a bucket handed to Open as
+// Options.Bucket without a BucketURL (tests, fault injection): its
+// identity is unknown, so it compares equal to any bucket (see Same).
+const InjectedURL = "injected://bucket"
 
-// checkBucketRecord refuses to open a shard directory that records another
+// Record is bucket.json: the store ships to this bucket (URL redacted).
+type Record struct {
+	URL string `json:"url"`
+}
+
+// Check refuses to open a shard directory that records another
 // bucket than the one it is opened with (bucket.json, SPEC §4): a typo in a
 // bucket URL or prefix would otherwise ship the store there, and GC would
 // reclaim against that bucket's watermark. It runs before Open changes any
@@ -30,21 +41,17 @@ const injectedBucketURL = "injected://bucket"
 // diverged). An option or flag is deliberately not offered: it would sit in
 // service configuration and re-point silently on every restart, while a
 // removed file is a one-time act on the one directory it concerns.
-func (l *Log) checkBucketRecord(rec bucketRecord, hasRec bool) error {
-	if !hasRec || l.bucket == nil {
+func Check(dir string, rec Record, now string) error {
+	if Same(rec.URL, now) {
 		return nil
 	}
-	now := bucketURLForRecord(l.opts)
-	if sameBucket(rec.URL, now) {
-		return nil
-	}
-	return usagef("shard directory %s ships to %s, not to %s: refusing to open it with another bucket "+
+	return fmt.Errorf("%w: "+"shard directory %s ships to %s, not to %s: refusing to open it with another bucket "+
 		"(nothing was changed). To move the store to that bucket on purpose, stop every process on the shard, "+
 		"remove %s and open it with the new bucket",
-		l.dir, rec.URL, blobtier.Redact(now), localseg.BucketRecordPath(l.dir))
+		affinity.ErrUsage, dir, rec.URL, blobtier.Redact(now), localseg.BucketRecordPath(dir))
 }
 
-// sameBucket reports whether two bucket URLs (either may be redacted) name
+// Same reports whether two bucket URLs (either may be redacted) name
 // the same bucket: the same scheme, bucket, path and prefix=. Parameter
 // order, credentials and every other parameter (endpoint, region,
 // use_path_style, checksum settings...) are ignored: they change how the
@@ -53,8 +60,8 @@ func (l *Log) checkBucketRecord(rec bucketRecord, hasRec bool) error {
 // another history under the same name is refused by Open's reconcile as a
 // stale or diverged disk). An injected bucket compares
 // equal to anything.
-func sameBucket(recorded, now string) bool {
-	if recorded == injectedBucketURL || now == injectedBucketURL {
+func Same(recorded, now string) bool {
+	if recorded == InjectedURL || now == InjectedURL {
 		return true
 	}
 	a, aok := canonicalBucketURL(recorded)
@@ -86,4 +93,16 @@ func canonicalBucketURL(raw string) (string, bool) {
 	v := url.Values{}
 	v.Set("prefix", q.Get("prefix"))
 	return scheme + "://" + host + p + "?" + v.Encode(), true
+}
+
+// Read reads dir's record; ok is false when there is none. A damaged
+// record still says the store ships (localseg.ReadBucketRecord).
+func Read(dir string) (Record, bool, error) {
+	u, ok, err := localseg.ReadBucketRecord(dir)
+	return Record{URL: u}, ok, err
+}
+
+// Write writes r as dir's record, durably (localseg.WriteBucketRecord).
+func Write(fsys localseg.FS, dir string, r Record) error {
+	return localseg.WriteBucketRecord(fsys, dir, r.URL)
 }

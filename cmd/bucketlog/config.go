@@ -1,4 +1,4 @@
-package bucketlog
+package main
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bucketlog/bucketlog"
 	"github.com/bucketlog/bucketlog/affinity"
 	"github.com/bucketlog/bucketlog/internal/localref"
 	"github.com/bucketlog/bucketlog/localseg"
@@ -42,16 +43,16 @@ var EnvVars = []string{
 // Config is the resolved configuration of every axis, as the environment
 // (and then flags) set it. It is secret-free once redacted.
 type Config struct {
-	Backend         string        `json:"storage_backend"`
-	BucketURL       string        `json:"bucket_url"`
-	ShardIndex      int           `json:"shard_index"`
-	ShardCount      int           `json:"shard_count"`
-	SegmentMaxBytes int64         `json:"segment_max_bytes"`
-	SealMaxAge      time.Duration `json:"seal_max_age"`
-	TailReplication bool          `json:"tail_replication"`
-	TailInterval    time.Duration `json:"tail_interval"`
-	TailCleanup     bool          `json:"tail_cleanup"`
-	GC              GCOptions     `json:"gc"`
+	Backend         string              `json:"storage_backend"`
+	BucketURL       string              `json:"bucket_url"`
+	ShardIndex      int                 `json:"shard_index"`
+	ShardCount      int                 `json:"shard_count"`
+	SegmentMaxBytes int64               `json:"segment_max_bytes"`
+	SealMaxAge      time.Duration       `json:"seal_max_age"`
+	TailReplication bool                `json:"tail_replication"`
+	TailInterval    time.Duration       `json:"tail_interval"`
+	TailCleanup     bool                `json:"tail_cleanup"`
+	GC              bucketlog.GCOptions `json:"gc"`
 	// Warnings lists every value that was ignored and why.
 	Warnings []string `json:"warnings"`
 }
@@ -64,12 +65,12 @@ type Config struct {
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	c := Config{
 		Backend:         BackendDurableSegment,
-		SegmentMaxBytes: DefaultSegmentMaxBytes,
-		SealMaxAge:      DefaultSealMaxAge,
+		SegmentMaxBytes: bucketlog.DefaultSegmentMaxBytes,
+		SealMaxAge:      bucketlog.DefaultSealMaxAge,
 		TailReplication: true,
-		TailInterval:    DefaultTailInterval,
+		TailInterval:    bucketlog.DefaultTailInterval,
 		TailCleanup:     true,
-		GC:              GCOptions{MinRetainedSegments: DefaultMinRetainedSegments},
+		GC:              bucketlog.GCOptions{MinRetainedSegments: bucketlog.DefaultMinRetainedSegments},
 	}
 	warn := func(format string, args ...any) { c.Warnings = append(c.Warnings, fmt.Sprintf(format, args...)) }
 	get := func(name string) (string, bool) {
@@ -138,14 +139,14 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	cnt, _ := get(EnvShardCount)
 	own, err := affinity.ParseOwnership(idx, cnt)
 	if err != nil {
-		return c, fmt.Errorf("%w: %s/%s: %v", ErrUsage, EnvShardIndex, EnvShardCount, err)
+		return c, fmt.Errorf("%w: %s/%s: %v", bucketlog.ErrUsage, EnvShardIndex, EnvShardCount, err)
 	}
 	c.ShardIndex, c.ShardCount = own.Index, own.Count
 	return c, nil
 }
 
 // Apply copies the configuration onto opts (flags then override opts).
-func (c Config) Apply(opts *Options) {
+func (c Config) Apply(opts *bucketlog.Options) {
 	opts.BucketURL = c.BucketURL
 	opts.ShardIndex, opts.ShardCount = c.ShardIndex, c.ShardCount
 	opts.SegmentMaxBytes = c.SegmentMaxBytes

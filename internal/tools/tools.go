@@ -2,7 +2,7 @@
 
 // This file pins the chosen dependencies in go.mod before every package
 // that uses them exists. It is never built.
-package bucketlog
+package tools
 
 import (
 	_ "cloud.google.com/go/storage"

@@ -1,10 +1,11 @@
-package bucketlog
+package main
 
 import (
 	"errors"
 	"testing"
 	"time"
 
+	"github.com/bucketlog/bucketlog"
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
@@ -21,7 +22,7 @@ func TestConfigFromEnvTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	if def.Backend != BackendDurableSegment || def.GC.Enabled || def.GC.MinRetainedSegments != 2 || def.GC.MaxRetainedSegments != 0 ||
-		def.GC.Interval != 0 || def.SegmentMaxBytes != DefaultSegmentMaxBytes || def.SealMaxAge != 900*time.Second ||
+		def.GC.Interval != 0 || def.SegmentMaxBytes != bucketlog.DefaultSegmentMaxBytes || def.SealMaxAge != 900*time.Second ||
 		!def.TailReplication || def.TailInterval != 15*time.Second || !def.TailCleanup || def.ShardIndex != 0 ||
 		def.ShardCount != 1 || def.BucketURL != "" || len(def.Warnings) != 0 {
 		t.Fatalf("defaults: %+v", def)
@@ -49,7 +50,7 @@ func TestConfigFromEnvTable(t *testing.T) {
 		{"gc interval garbage", map[string]string{EnvGCInterval: "soon"}, func(c Config) bool { return c.GC.Interval == 0 }, true},
 		{"segment size", map[string]string{EnvSegmentMaxBytes: "1048576"}, func(c Config) bool { return c.SegmentMaxBytes == 1<<20 }, false},
 		{"segment size clamped", map[string]string{EnvSegmentMaxBytes: "99999999999"}, func(c Config) bool { return c.SegmentMaxBytes == localseg.MaxSegmentBytes }, true},
-		{"segment size garbage", map[string]string{EnvSegmentMaxBytes: "8MB"}, func(c Config) bool { return c.SegmentMaxBytes == DefaultSegmentMaxBytes }, true},
+		{"segment size garbage", map[string]string{EnvSegmentMaxBytes: "8MB"}, func(c Config) bool { return c.SegmentMaxBytes == bucketlog.DefaultSegmentMaxBytes }, true},
 		{"seal age", map[string]string{EnvSealMaxAge: "60"}, func(c Config) bool { return c.SealMaxAge == time.Minute }, false},
 		{"seal age garbage", map[string]string{EnvSealMaxAge: "0"}, func(c Config) bool { return c.SealMaxAge == 900*time.Second }, true},
 		{"tail replication off", map[string]string{EnvTailReplication: "off"}, func(c Config) bool { return !c.TailReplication }, false},
@@ -88,7 +89,7 @@ func TestConfigShardPairIsFailFast(t *testing.T) {
 		{EnvShardIndex: "x", EnvShardCount: "2"},
 		{EnvShardIndex: "-1", EnvShardCount: "2"},
 	} {
-		if _, err := ConfigFromEnv(envOf(env)); !errors.Is(err, ErrUsage) {
+		if _, err := ConfigFromEnv(envOf(env)); !errors.Is(err, bucketlog.ErrUsage) {
 			t.Errorf("%v: %v, want a usage error", env, err)
 		}
 	}
@@ -113,7 +114,7 @@ func TestConfigApply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var o Options
+	var o bucketlog.Options
 	c.Apply(&o)
 	if !o.DisableTailReplication || !o.DisableTailCleanup || o.BucketURL != "mem://" || o.ShardCount != 1 {
 		t.Fatalf("apply: %+v", o)

@@ -1,93 +1,22 @@
-package affinity
+// Package routed is the routed replica the affinity drive exercises: one
+// owned shard's store kept open and writable, everything else routed by
+// affinity's pure functions (refused as not-owner, or read by a cold load).
+// The engine (the root package) routes on its own, once; this is harness
+// code, kept for the drive and its tests.
+package routed
 
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"strings"
 	"sync"
 
+	"github.com/bucketlog/bucketlog/affinity"
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
-// ErrNotOwner is the class of a refusal because another replica owns the
-// execution or the shard.
-var ErrNotOwner = errors.New("affinity: not the owner")
-
 // ErrClosed reports use of a closed Log.
 var ErrClosed = errors.New("affinity: log closed")
-
-// NotOwnerError names the shard that owns what was refused, so the caller
-// can re-route. errors.Is(err, ErrNotOwner) holds for it.
-type NotOwnerError struct {
-	Owner       int    // the owner shard
-	Shard       int    // the shard this replica owns
-	ExecutionID string // empty for shard-level operations (pull, ack)
-}
-
-func (e *NotOwnerError) Error() string {
-	if e.ExecutionID != "" {
-		return fmt.Sprintf("affinity: execution %q belongs to shard %d, this replica owns shard %d", e.ExecutionID, e.Owner, e.Shard)
-	}
-	return fmt.Sprintf("affinity: shard %d is owned by another replica, this replica owns shard %d", e.Owner, e.Shard)
-}
-
-func (e *NotOwnerError) Is(target error) bool { return target == ErrNotOwner }
-
-// Reader is what a cold load must offer: the read side of a shard's store.
-// *localseg.Store satisfies it.
-type Reader interface {
-	Scan(after uint64, limit int) (localseg.Page, error)
-	ReadExecution(executionID string, after uint64, limit int) (localseg.Page, error)
-	Close() error
-}
-
-// ColdReader opens a read-only view of a shard this replica does not own.
-// The returned Reader is closed after one read. It must not change the
-// shard's data in any way.
-type ColdReader func(shard int) (Reader, error)
-
-// LocalColdReader returns the default ColdReader: it opens
-// localseg.ShardDir(root, shard) read-only with opts (ReadOnly forced on),
-// through opts.FS. A shard directory that does not exist reads as empty and
-// is not created.
-func LocalColdReader(root string, opts localseg.Options) ColdReader {
-	opts.ReadOnly = true
-	fsys := opts.FS
-	if fsys == nil {
-		fsys = localseg.OSFS{}
-	}
-	return func(shard int) (Reader, error) {
-		dir := localseg.ShardDir(root, shard)
-		if _, err := fsys.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-			return emptyReader{}, nil
-		} else if err != nil {
-			return nil, fmt.Errorf("cold load shard %d: %w", shard, err)
-		}
-		st, err := localseg.Open(dir, opts)
-		if err != nil {
-			return nil, fmt.Errorf("cold load shard %d: %w", shard, err)
-		}
-		return st, nil
-	}
-}
-
-// emptyReader is a never-written shard: it exists nowhere, so every read
-// answers "does not exist" with the base of an unreclaimed log.
-type emptyReader struct{}
-
-func (emptyReader) Scan(after uint64, limit int) (localseg.Page, error) {
-	return localseg.Page{Base: 1}, nil
-}
-
-func (emptyReader) ReadExecution(executionID string, after uint64, limit int) (localseg.Page, error) {
-	if err := validateID("execution id", executionID); err != nil {
-		return localseg.Page{}, err
-	}
-	return localseg.Page{Base: 1}, nil
-}
-
-func (emptyReader) Close() error { return nil }
 
 // Options configure a Log. The zero value works.
 type Options struct {
@@ -95,12 +24,12 @@ type Options struct {
 	// owner always opens its shard writable.
 	Store localseg.Options
 	// ColdReader serves reads of shards this replica does not own. Nil
-	// means LocalColdReader(root, Store).
-	ColdReader ColdReader
+	// means affinity.LocalColdReader(root, Store).
+	ColdReader affinity.ColdReader
 }
 
 // ReadResult is a routed read: the page, the shard it came from and who
-// served it (ServedByOwnerResident or ServedByNonOwnerColdLoad).
+// served it (affinity.ServedByOwnerResident or affinity.ServedByNonOwnerColdLoad).
 type ReadResult struct {
 	Page     localseg.Page
 	Shard    int
@@ -112,8 +41,8 @@ type ReadResult struct {
 // It is safe for concurrent use.
 type Log struct {
 	root string
-	own  Ownership
-	cold ColdReader
+	own  affinity.Ownership
+	cold affinity.ColdReader
 
 	mu     sync.RWMutex // guards store against Close; the store serialises its own writes
 	store  *localseg.Store
@@ -124,7 +53,7 @@ type Log struct {
 // owner's shard store localseg.ShardDir(root, own.Index) is opened
 // writable (it takes the shard's lock, so a second writer of the same shard
 // fails here) and stays open until Close.
-func Open(root string, own Ownership, opts Options) (*Log, error) {
+func Open(root string, own affinity.Ownership, opts Options) (*Log, error) {
 	if err := own.Validate(); err != nil {
 		return nil, err
 	}
@@ -138,20 +67,20 @@ func Open(root string, own Ownership, opts Options) (*Log, error) {
 	storeOpts.Shard = localseg.ShardPair{Index: own.Index, Count: own.Count}
 	st, err := localseg.Open(localseg.ShardDir(root, own.Index), storeOpts)
 	if errors.Is(err, localseg.ErrShardMismatch) {
-		return nil, fmt.Errorf("open owned %s: %w: %w", own, ErrConfig, err)
+		return nil, fmt.Errorf("open owned %s: %w: %w", own, affinity.ErrConfig, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open owned %s: %w", own, err)
 	}
 	cold := opts.ColdReader
 	if cold == nil {
-		cold = LocalColdReader(root, opts.Store)
+		cold = affinity.LocalColdReader(root, opts.Store)
 	}
 	return &Log{root: root, own: own, cold: cold, store: st}, nil
 }
 
 // Ownership returns the replica's ownership.
-func (l *Log) Ownership() Ownership { return l.own }
+func (l *Log) Ownership() affinity.Ownership { return l.own }
 
 // Root returns the root directory.
 func (l *Log) Root() string { return l.root }
@@ -187,13 +116,13 @@ func (l *Log) route(ev localseg.Event) error {
 		return err
 	}
 	if owner := l.own.OwnerOf(ev.ExecutionID); owner != l.own.Index {
-		return &NotOwnerError{Owner: owner, Shard: l.own.Index, ExecutionID: strings.TrimSpace(ev.ExecutionID)}
+		return &affinity.NotOwnerError{Owner: owner, Shard: l.own.Index, ExecutionID: strings.TrimSpace(ev.ExecutionID)}
 	}
 	return nil
 }
 
 // Append appends ev when this replica owns its execution. Otherwise it
-// returns a *NotOwnerError naming the owner and touches no store: no byte
+// returns a *affinity.NotOwnerError naming the owner and touches no store: no byte
 // is written and no sequence is consumed, so re-routing the event to its
 // owner can never duplicate it. An invalid event is refused as
 // localseg.ErrInvalidInput whichever replica receives it.
@@ -237,7 +166,7 @@ func (l *Log) Read(executionID string, after uint64, limit int) (ReadResult, err
 		return ReadResult{}, err
 	}
 	shard := l.own.OwnerOf(executionID)
-	return l.read(shard, func(r Reader) (localseg.Page, error) {
+	return l.read(shard, func(r affinity.Reader) (localseg.Page, error) {
 		return r.ReadExecution(executionID, after, limit)
 	})
 }
@@ -248,10 +177,10 @@ func (l *Log) ScanShard(shard int, after uint64, limit int) (ReadResult, error) 
 	if shard < 0 || shard >= l.own.Count {
 		return ReadResult{}, fmt.Errorf("%w: shard %d is not in a pool of %d", localseg.ErrInvalidInput, shard, l.own.Count)
 	}
-	return l.read(shard, func(r Reader) (localseg.Page, error) { return r.Scan(after, limit) })
+	return l.read(shard, func(r affinity.Reader) (localseg.Page, error) { return r.Scan(after, limit) })
 }
 
-func (l *Log) read(shard int, op func(Reader) (localseg.Page, error)) (ReadResult, error) {
+func (l *Log) read(shard int, op func(affinity.Reader) (localseg.Page, error)) (ReadResult, error) {
 	if shard == l.own.Index {
 		l.mu.RLock()
 		defer l.mu.RUnlock()
@@ -263,7 +192,7 @@ func (l *Log) read(shard int, op func(Reader) (localseg.Page, error)) (ReadResul
 		if err != nil {
 			return ReadResult{}, err
 		}
-		return ReadResult{Page: p, Shard: shard, ServedBy: ServedByOwnerResident}, nil
+		return ReadResult{Page: p, Shard: shard, ServedBy: affinity.ServedByOwnerResident}, nil
 	}
 	l.mu.RLock()
 	closed := l.closed
@@ -282,20 +211,20 @@ func (l *Log) read(shard int, op func(Reader) (localseg.Page, error)) (ReadResul
 	if err != nil {
 		return ReadResult{}, err
 	}
-	return ReadResult{Page: p, Shard: shard, ServedBy: ServedByNonOwnerColdLoad}, nil
+	return ReadResult{Page: p, Shard: shard, ServedBy: affinity.ServedByNonOwnerColdLoad}, nil
 }
 
 // checkShard refuses consumer operations on a shard this replica does not
 // own: a consumer's cursor is writer state, so only the owner may move it.
 func (l *Log) checkShard(shard int) error {
 	if shard != l.own.Index {
-		return &NotOwnerError{Owner: shard, Shard: l.own.Index}
+		return &affinity.NotOwnerError{Owner: shard, Shard: l.own.Index}
 	}
 	return nil
 }
 
 // Pull pulls up to limit events for consumer from shard. Only the owner of
-// shard may; any other replica is refused with a *NotOwnerError.
+// shard may; any other replica is refused with a *affinity.NotOwnerError.
 func (l *Log) Pull(shard int, consumer string, limit int) (localseg.PullResult, error) {
 	if err := l.checkShard(shard); err != nil {
 		return localseg.PullResult{}, err
