@@ -122,7 +122,9 @@ func (w *world) open(ctx context.Context) (err error, changed string) {
 func (w *world) emptyStore() bool {
 	prefix := path.Clean("/"+filepath.Join(w.dir(), shard0)) + "/"
 	for name := range w.disk.Files() {
-		if rest, ok := strings.CutPrefix(name, prefix); ok && (strings.HasPrefix(rest, "seg-") || rest == "reclaim.json") {
+		// As the engine's dirIsEmptyStore: a checkpoint left by a store
+		// that lost its segments is no empty directory (finding 9).
+		if rest, ok := strings.CutPrefix(name, prefix); ok && (strings.HasPrefix(rest, "seg-") || rest == "reclaim.json" || rest == "checkpoint.json" || strings.HasSuffix(rest, ".idx")) {
 			return false
 		}
 	}
