@@ -133,8 +133,11 @@
 // way to rebuild from a bucket): a parsing checkpoint naming a segment above
 // the highest file, or counting more events than the files hold; the index
 // file of a segment with no successor; segment files left at or below
-// reclaim.json with none above. A shorter log would give the lost sequences
-// to new events. None of this is evidence: a checkpoint that does not parse,
+// reclaim.json with none above; a checkpoint.json file, parsing or not, with
+// no segment file at all (it is created only once the first segment is
+// durable). A shorter log would give the lost sequences
+// to new events. None of this is evidence: a checkpoint that does not parse
+// (beside a segment file),
 // a new segment it does not name yet, leftovers below a retained segment,
 // reclaim.json alone (a cold load's base). A read-only open reads the
 // checkpoint before listing, and reads again before it reports a loss, so a
