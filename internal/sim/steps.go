@@ -76,6 +76,18 @@ func (r *run) opBatch(ctx context.Context) *violation {
 	if (err == nil || errors.Is(err, bucketlog.ErrNotInBucket)) && res.Appended != n {
 		return fail("batch", "batch of %d answered %d appended", n, res.Appended)
 	}
+	if k := res.Appended; err != nil && !errors.Is(err, bucketlog.ErrNotInBucket) && k > 0 {
+		// A storage error after a seal's fsync covered a prefix of the
+		// batch comes with that prefix (Log.AppendBatch): acknowledged,
+		// durable locally, not confirmed in the bucket; the rest failed.
+		if k >= n || res.LastSequence-res.FirstSequence+1 != uint64(k) {
+			return fail("batch", "failed batch of %d answered %d appended (%d..%d)", n, k, res.FirstSequence, res.LastSequence)
+		}
+		if v := r.appended(evs[:k], res.FirstSequence, bucketlog.ErrNotInBucket); v != nil {
+			return v
+		}
+		evs = evs[k:]
+	}
 	return r.appended(evs, res.FirstSequence, err)
 }
 
