@@ -315,3 +315,63 @@ func TestRolloverFailureReportsTheBatchsDurablePrefix(t *testing.T) {
 		t.Fatalf("AppendBatch answered %d..%d with %v; events %d..%d of it are durable", first, last, berr, tip+1, tip+durable)
 	}
 }
+
+// TestFailedSealCheckpointKeepsTheRestOutOfTheSuccessor (found by the
+// simulation, seed 438): the checkpoint a seal rewrites is the durable
+// record that the successor segment exists. When that write fails, the
+// rest of the group is not written into the successor: an acknowledged
+// event there would have no evidence, and losing that one file would give
+// a shorter log that Open cannot tell from the whole one. The sealed prefix
+// stays acknowledged (reported with the error), the rest fails.
+func TestFailedSealCheckpointKeepsTheRestOutOfTheSuccessor(t *testing.T) {
+	const segMax = 64 << 10
+	mem := newMachine(t)
+	var failOn atomic.Bool
+	inj := faultfs.InjectorFunc(func(op faultfs.Op) error {
+		if failOn.Load() && op.Kind == faultfs.OpWrite && strings.HasSuffix(op.Path, "checkpoint.json") {
+			return faultfs.EIO
+		}
+		return nil
+	})
+	s, err := localseg.Open(crashDir, localseg.Options{SegmentMaxBytes: segMax, FS: faultfs.Wrap(mem, inj)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ev := func(tag string) localseg.Event {
+		return localseg.Event{ExecutionID: "e", TransactionID: "txn-" + tag, Payload: strings.Repeat("p", 1000)}
+	}
+	const frame = 1100 // above any one frame of ev
+	for i := 0; ; i++ {
+		snap, err := s.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if segMax-snap.Segments[len(snap.Segments)-1].Size < 3*frame {
+			break
+		}
+		if _, err := s.Append(ev(fmt.Sprint("fill-", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tip := s.Tip()
+	failOn.Store(true)
+	first, last, berr := s.AppendBatch([]localseg.Event{ev("b0"), ev("b1"), ev("b2"), ev("b3"), ev("b4")})
+	failOn.Store(false)
+	acked := last // the batch, or the durable prefix its error names
+	if first == 0 {
+		acked = tip
+	}
+	s.Close()
+	// The successor segment is lost with the disk's newest file.
+	crashed := mem.CrashClone(faultfs.CrashOptions{})
+	_ = crashed.Remove(crashDir + "/" + localseg.SegmentFileName(2))
+	s2, err := localseg.Open(crashDir, localseg.Options{SegmentMaxBytes: segMax, FS: crashed})
+	if err != nil {
+		return // refused: the loss is seen
+	}
+	defer s2.Close()
+	if s2.Tip() < acked {
+		t.Fatalf("the batch was answered %d..%d (%v); with segment 2 lost the store opens at tip %d without complaint", first, last, berr, s2.Tip())
+	}
+}

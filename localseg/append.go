@@ -389,6 +389,16 @@ func (s *Store) writeBatch(buf []byte, items []item) error {
 			if err := s.commitChunk(seg, buf, items[from:i], pos, true); err != nil {
 				return err
 			}
+			// The seal's checkpoint is the durable record that the
+			// successor exists: without it no frame goes there (losing
+			// that file would leave no evidence, see checkNothingMissing).
+			// The sealed frames stay published; the rest fail.
+			s.mu.Lock()
+			late := s.latePoison
+			s.mu.Unlock()
+			if late != nil {
+				return late
+			}
 			seg, pos, from = s.active(), 0, i
 		}
 		it.seg, it.off = seg, pos

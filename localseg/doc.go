@@ -91,8 +91,10 @@
 // the successor, fsync the directory, rewrite and fsync the checkpoint) and
 // writes the rest into the successor. Every member of a failed group gets
 // the error, except those whose frames an fsync already covered (a seal's,
-// when the successor then cannot be created): they are durable, and an
-// error would make a retry store them twice. Likewise the work after a
+// when the successor then cannot be created, or when the checkpoint the
+// seal rewrites, the durable record that the successor exists, cannot be
+// written: then nothing more goes into the successor): they are durable,
+// and an error would make a retry store them twice. Likewise the work after a
 // group's fdatasync (the checkpoint write, preparing the spare segment)
 // never fails that group: a failed checkpoint write poisons the store for
 // later appends only, and a failed spare or preallocation (ENOSPC, EIO) is
