@@ -377,7 +377,21 @@ func (r *run) reopen(ctx context.Context, why string) (*violation, error) {
 	if err != nil {
 		r.stats.Refused++
 		// An open that failed on an injected disk error is no refusal.
-		if changed != "" && !r.w.inj.takeFired() && !r.known[1] {
+		// Nor is one that failed on an injected bucket request failure:
+		// a failed attempt, retried, whose only changes are the local
+		// crash repair every writable open makes first (zeroing torn,
+		// never acknowledged bytes after the durable end: so only
+		// segments changed in place are excused, never a removed file or
+		// reclaim.json). The refusals that must change nothing (finding
+		// 1) are decisions about the disk (stale, diverged, second
+		// writer, foreign bucket), and a damaged object (class 15) stays
+		// checked.
+		var injected *faultbucket.Error
+		repairOnly := errors.As(err, &injected) && injected.Kind == faultbucket.Refuse
+		for _, c := range strings.Fields(changed) {
+			repairOnly = repairOnly && strings.HasPrefix(c, "~") && strings.HasSuffix(c, ".eslog")
+		}
+		if changed != "" && !r.w.inj.takeFired() && !r.known[1] && !repairOnly {
 			return fail("refused-open-changed-disk", "Open refused (%v) and changed the shard directory: %s", err, changed), err
 		}
 		return nil, err
