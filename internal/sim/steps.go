@@ -372,12 +372,15 @@ var errOpen = errors.New("sim: open refused")
 // nothing.
 func (r *run) reopen(ctx context.Context, why string) (*violation, error) {
 	r.w.inj.takeFired()
+	faults := r.w.fb.Total()
 	err, changed := r.w.open(ctx)
 	r.logf("open (%s) -> %s", why, errClass(err))
 	if err != nil {
 		r.stats.Refused++
 		// An open that failed on an injected disk error is no refusal.
-		// Nor is one that failed on an injected bucket request failure:
+		// Nor is one that failed on an injected bucket request failure
+		// (a refused request, or a read answered damaged while the
+		// object at rest is whole), not on a decision about the disk:
 		// a failed attempt, retried, whose only changes are the local
 		// crash repair every writable open makes first (zeroing torn,
 		// never acknowledged bytes after the durable end: so only
@@ -387,7 +390,8 @@ func (r *run) reopen(ctx context.Context, why string) (*violation, error) {
 		// writer, foreign bucket), and a damaged object (class 15) stays
 		// checked.
 		var injected *faultbucket.Error
-		repairOnly := errors.As(err, &injected) && injected.Kind == faultbucket.Refuse
+		repairOnly := errors.As(err, &injected) && injected.Kind == faultbucket.Refuse ||
+			r.w.fb.Total() > faults && errClass(err) == "err=corrupt_object" && !r.damagedAtRest(err.Error())
 		for _, c := range strings.Fields(changed) {
 			repairOnly = repairOnly && strings.HasPrefix(c, "~") && strings.HasSuffix(c, ".eslog")
 		}
@@ -414,6 +418,16 @@ func (r *run) skipWriteDamage(key string) bool {
 		(r.known[5] && (all || key == "noetl.ehdb.cur.*")) ||
 		(r.known[15] && (all || key == "noetl.ehdb.tail.*")) ||
 		(r.known[7] && (all || key == "noetl.ehdb.rw.*"))
+}
+
+// damagedAtRest reports whether msg names an object still damaged at rest.
+func (r *run) damagedAtRest(msg string) bool {
+	for key, bad := range r.damaged {
+		if cur, ok := r.w.raw.Raw(key); ok && string(cur) == bad && strings.Contains(msg, key) {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *run) watermarkDamaged() bool {
