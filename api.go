@@ -58,7 +58,11 @@ type BatchResult struct {
 
 // AppendBatch validates every event (identity, size, ownership) before any
 // is written, then appends them as one durable group. A crash in the middle
-// of writing a batch may leave an unacknowledged prefix.
+// of writing a batch may leave an unacknowledged prefix. A storage error
+// after a prefix of the batch became durable (a rollover whose successor
+// segment cannot be made) comes with that prefix in the result (Appended,
+// FirstSequence..LastSequence, Appended below len(evs)): those events are
+// acknowledged, the rest were not written.
 func (l *Log) AppendBatch(ctx context.Context, evs []Event) (BatchResult, error) {
 	start := time.Now()
 	res, err := l.appendBatch(ctx, evs)
@@ -87,6 +91,14 @@ func (l *Log) appendBatch(ctx context.Context, evs []Event) (BatchResult, error)
 	first, last, err := l.store.AppendBatch(evs)
 	l.noteErr(err)
 	if err != nil {
+		if first > 0 && last >= first {
+			// A durable prefix (localseg.Store.AppendBatch): reported, so
+			// it is not taken for failed and sent again.
+			if l.ship != nil {
+				l.ship.NoteAppended()
+			}
+			return BatchResult{Appended: int(last - first + 1), FirstSequence: first, LastSequence: last}, err
+		}
 		return BatchResult{}, err
 	}
 	res := BatchResult{Appended: len(evs), FirstSequence: first, LastSequence: last}

@@ -365,8 +365,11 @@ type coldStore struct {
 
 func (c *coldStore) Close() error { c.cleanup(); return nil }
 
-// dirIsEmptyStore reports whether dir holds no store yet: no segment file
-// and no reclaim manifest.
+// dirIsEmptyStore reports whether dir holds no store yet: no segment file,
+// no reclaim manifest, no checkpoint and no segment index file. A store
+// that lost its segment files still holds its checkpoint (written once the
+// first segment is durable): it is opened, and refused by the store as a
+// lost state (issue 12, finding 9), not taken for an empty directory.
 func dirIsEmptyStore(dir string) (bool, error) {
 	is, err := localseg.IsStore(dir)
 	return !is && err == nil, err

@@ -254,3 +254,124 @@ func TestRolloverFailureKeepsTheSealedFramesAcknowledged(t *testing.T) {
 		t.Fatalf("acknowledged %v, failed %v: want the one in the sealed segment acknowledged and the other failed", ok, failed)
 	}
 }
+
+// TestRolloverFailureReportsTheBatchsDurablePrefix (found by the
+// simulation, seeds 16 35 130 169): a batch whose first events fill the
+// active segment and whose rollover then fails after the seal's fsync (the
+// successor cannot be created) made that prefix durable. The error comes
+// with first..last naming exactly the durable prefix, so a caller neither
+// retries it (storing it twice) nor takes it for lost.
+func TestRolloverFailureReportsTheBatchsDurablePrefix(t *testing.T) {
+	const segMax = 64 << 10
+	mem := newMachine(t)
+	seg2 := localseg.SegmentFileName(2)
+	var failOn atomic.Bool
+	inj := faultfs.InjectorFunc(func(op faultfs.Op) error {
+		if failOn.Load() && (strings.HasSuffix(op.Path, seg2) || strings.HasSuffix(op.NewPath, seg2)) {
+			return faultfs.EIO
+		}
+		return nil
+	})
+	s, err := localseg.Open(crashDir, localseg.Options{SegmentMaxBytes: segMax, NoPreallocate: true, FS: faultfs.Wrap(mem, inj)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ev := func(tag string) localseg.Event {
+		return localseg.Event{ExecutionID: "e", TransactionID: "txn-" + tag, Payload: strings.Repeat("p", 1000)}
+	}
+	const frame = 1100 // above any one frame of ev
+	for i := 0; ; i++ {
+		snap, err := s.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if segMax-snap.Segments[len(snap.Segments)-1].Size < 3*frame {
+			break
+		}
+		if _, err := s.Append(ev(fmt.Sprint("fill-", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tip := s.Tip()
+	failOn.Store(true)
+	batch := []localseg.Event{ev("b0"), ev("b1"), ev("b2"), ev("b3"), ev("b4")}
+	first, last, berr := s.AppendBatch(batch)
+	failOn.Store(false)
+	if berr == nil {
+		t.Fatal("the batch succeeded although its rollover failed")
+	}
+	s.Close()
+	s2, err := localseg.Open(crashDir, localseg.Options{SegmentMaxBytes: segMax, FS: mem.CrashClone(faultfs.CrashOptions{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	durable := s2.Tip() - tip
+	if durable == 0 || durable >= uint64(len(batch)) {
+		t.Fatalf("%d events of the batch are durable, want a proper prefix (the test's premise)", durable)
+	}
+	if first != tip+1 || last != tip+durable {
+		t.Fatalf("AppendBatch answered %d..%d with %v; events %d..%d of it are durable", first, last, berr, tip+1, tip+durable)
+	}
+}
+
+// TestFailedSealCheckpointKeepsTheRestOutOfTheSuccessor (found by the
+// simulation, seed 438): the checkpoint a seal rewrites is the durable
+// record that the successor segment exists. When that write fails, the
+// rest of the group is not written into the successor: an acknowledged
+// event there would have no evidence, and losing that one file would give
+// a shorter log that Open cannot tell from the whole one. The sealed prefix
+// stays acknowledged (reported with the error), the rest fails.
+func TestFailedSealCheckpointKeepsTheRestOutOfTheSuccessor(t *testing.T) {
+	const segMax = 64 << 10
+	mem := newMachine(t)
+	var failOn atomic.Bool
+	inj := faultfs.InjectorFunc(func(op faultfs.Op) error {
+		if failOn.Load() && op.Kind == faultfs.OpWrite && strings.HasSuffix(op.Path, "checkpoint.json") {
+			return faultfs.EIO
+		}
+		return nil
+	})
+	s, err := localseg.Open(crashDir, localseg.Options{SegmentMaxBytes: segMax, FS: faultfs.Wrap(mem, inj)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ev := func(tag string) localseg.Event {
+		return localseg.Event{ExecutionID: "e", TransactionID: "txn-" + tag, Payload: strings.Repeat("p", 1000)}
+	}
+	const frame = 1100 // above any one frame of ev
+	for i := 0; ; i++ {
+		snap, err := s.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if segMax-snap.Segments[len(snap.Segments)-1].Size < 3*frame {
+			break
+		}
+		if _, err := s.Append(ev(fmt.Sprint("fill-", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tip := s.Tip()
+	failOn.Store(true)
+	first, last, berr := s.AppendBatch([]localseg.Event{ev("b0"), ev("b1"), ev("b2"), ev("b3"), ev("b4")})
+	failOn.Store(false)
+	acked := last // the batch, or the durable prefix its error names
+	if first == 0 {
+		acked = tip
+	}
+	s.Close()
+	// The successor segment is lost with the disk's newest file.
+	crashed := mem.CrashClone(faultfs.CrashOptions{})
+	_ = crashed.Remove(crashDir + "/" + localseg.SegmentFileName(2))
+	s2, err := localseg.Open(crashDir, localseg.Options{SegmentMaxBytes: segMax, FS: crashed})
+	if err != nil {
+		return // refused: the loss is seen
+	}
+	defer s2.Close()
+	if s2.Tip() < acked {
+		t.Fatalf("the batch was answered %d..%d (%v); with segment 2 lost the store opens at tip %d without complaint", first, last, berr, s2.Tip())
+	}
+}

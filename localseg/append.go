@@ -69,7 +69,9 @@ func (s *Store) Append(ev Event) (AppendResult, error) {
 // AppendBatch validates every event first, then appends them as one group
 // (one fdatasync unless it rolls over) at consecutive sequences. Nothing is
 // written when any event is invalid. It returns the first and last
-// sequence.
+// sequence. When the group fails after a seal's fsync covered a prefix of
+// the batch, the error comes with first..last naming that durable prefix
+// (last below the batch's end); on any other error both are 0.
 func (s *Store) AppendBatch(evs []Event) (first, last uint64, err error) {
 	if len(evs) == 0 {
 		return 0, 0, fmt.Errorf("%w: empty batch", ErrInvalidInput)
@@ -101,7 +103,10 @@ func (s *Store) AppendBatch(evs []Event) (first, last uint64, err error) {
 		case tip >= last:
 			// Durable before the group failed (see Append).
 		case tip >= first:
-			return 0, 0, fmt.Errorf("%w (events %d..%d of the batch are durable, the rest were not written)", err, first, tip)
+			// A seal's fsync covered a prefix of the batch before the
+			// group failed: that prefix is durable and is answered as
+			// such with the error, so a retry sends only the rest.
+			return first, tip, fmt.Errorf("%w (events %d..%d of the batch are durable, the rest were not written)", err, first, tip)
 		default:
 			return 0, 0, err
 		}
@@ -385,6 +390,16 @@ func (s *Store) writeBatch(buf []byte, items []item) error {
 		if pos > 0 && pos+n > s.maxSeg {
 			if err := s.commitChunk(seg, buf, items[from:i], pos, true); err != nil {
 				return err
+			}
+			// The seal's checkpoint is the durable record that the
+			// successor exists: without it no frame goes there (losing
+			// that file would leave no evidence, see checkNothingMissing).
+			// The sealed frames stay published; the rest fail.
+			s.mu.Lock()
+			late := s.latePoison
+			s.mu.Unlock()
+			if late != nil {
+				return late
 			}
 			seg, pos, from = s.active(), 0, i
 		}

@@ -25,7 +25,11 @@ const bucketRecordName = "bucket.json"
 const unreadableBucketURL = "(unreadable bucket.json)"
 
 // IsStore reports whether dir holds a store: a segment file (or a file
-// named like one) or the reclaim manifest. A missing dir holds none.
+// named like one), the reclaim manifest, the checkpoint or a segment index
+// file. A store that lost its segment files still holds its checkpoint
+// (written once the first segment is durable) or index files: it is a
+// store to open, and refuse as a lost state, not an empty directory to
+// hydrate over. A missing dir holds none.
 func IsStore(dir string) (bool, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -35,7 +39,7 @@ func IsStore(dir string) (bool, error) {
 		return false, err
 	}
 	for _, e := range entries {
-		if n := e.Name(); strings.HasPrefix(n, segPrefix) || n == manifestName {
+		if n := e.Name(); strings.HasPrefix(n, segPrefix) || n == manifestName || n == checkpointName || strings.HasSuffix(n, segIdxSuffix) {
 			return true, nil
 		}
 	}

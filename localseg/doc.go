@@ -91,8 +91,10 @@
 // the successor, fsync the directory, rewrite and fsync the checkpoint) and
 // writes the rest into the successor. Every member of a failed group gets
 // the error, except those whose frames an fsync already covered (a seal's,
-// when the successor then cannot be created): they are durable, and an
-// error would make a retry store them twice. Likewise the work after a
+// when the successor then cannot be created, or when the checkpoint the
+// seal rewrites, the durable record that the successor exists, cannot be
+// written: then nothing more goes into the successor): they are durable,
+// and an error would make a retry store them twice. Likewise the work after a
 // group's fdatasync (the checkpoint write, preparing the spare segment)
 // never fails that group: a failed checkpoint write poisons the store for
 // later appends only, and a failed spare or preallocation (ENOSPC, EIO) is
@@ -133,8 +135,11 @@
 // way to rebuild from a bucket): a parsing checkpoint naming a segment above
 // the highest file, or counting more events than the files hold; the index
 // file of a segment with no successor; segment files left at or below
-// reclaim.json with none above. A shorter log would give the lost sequences
-// to new events. None of this is evidence: a checkpoint that does not parse,
+// reclaim.json with none above; a checkpoint.json file, parsing or not, with
+// no segment file at all (it is created only once the first segment is
+// durable). A shorter log would give the lost sequences
+// to new events. None of this is evidence: a checkpoint that does not parse
+// (beside a segment file),
 // a new segment it does not name yet, leftovers below a retained segment,
 // reclaim.json alone (a cold load's base). A read-only open reads the
 // checkpoint before listing, and reads again before it reports a loss, so a

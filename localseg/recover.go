@@ -298,7 +298,7 @@ func (s *Store) recover() error {
 			return &CorruptionError{Segment: want, Err: fmt.Errorf("%w: segment file missing (found %d next)%s", ErrCorrupt, id, rebuildHint)}
 		}
 	}
-	if err := s.checkNothingMissing(kept, leftovers, idxs, ck); err != nil {
+	if err := s.checkNothingMissing(kept, leftovers, idxs, ck, ckFileLen >= 0); err != nil {
 		return err
 	}
 	if !s.readOnly && len(leftovers)+len(tmps) > 0 {
@@ -345,10 +345,13 @@ const rebuildHint = "; the store is not opened, because a shorter log would give
 // (reclaim never takes the active segment). kept are the retained segment
 // ids (sorted, gapless), leftovers those at or below reclaim.json, idxs the
 // index files above it, ck the checkpoint when it parses (an untrusted one
-// is no evidence). What a crash, GC, a cold load or a fresh start leaves (a
+// is no evidence), except when no segment file is left at all: the store
+// creates checkpoint.json only once its first segment is durable (and a cold
+// load writes none), so ckFile (the file exists, parsing or not) then shows
+// lost files. What a crash, GC, a cold load or a fresh start leaves (a
 // new segment the checkpoint does not name yet, leftovers below a retained
 // segment, reclaim.json alone, no checkpoint) passes.
-func (s *Store) checkNothingMissing(kept, leftovers, idxs []uint64, ck *checkpoint) error {
+func (s *Store) checkNothingMissing(kept, leftovers, idxs []uint64, ck *checkpoint, ckFile bool) error {
 	var highest uint64
 	if len(kept) > 0 {
 		highest = kept[len(kept)-1]
@@ -358,6 +361,8 @@ func (s *Store) checkNothingMissing(kept, leftovers, idxs []uint64, ck *checkpoi
 		return s.lostState(fmt.Sprintf("checkpoint.json names segment %d (%d events), the highest segment file is %s", ck.ActiveSegmentID, ck.EventCount, segOrNone(highest)))
 	case len(kept) == 0 && len(leftovers) > 0:
 		return s.lostState(fmt.Sprintf("reclaim.json reclaims through segment %d (sequence %d) and segment files below it remain, but no segment file above it exists", s.reclaimedSeg, s.reclaimedSeq))
+	case len(kept) == 0 && ckFile:
+		return s.lostState("checkpoint.json exists (it does not parse), but no segment file does")
 	}
 	for _, id := range idxs {
 		if id >= highest {

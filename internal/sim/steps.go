@@ -76,6 +76,18 @@ func (r *run) opBatch(ctx context.Context) *violation {
 	if (err == nil || errors.Is(err, bucketlog.ErrNotInBucket)) && res.Appended != n {
 		return fail("batch", "batch of %d answered %d appended", n, res.Appended)
 	}
+	if k := res.Appended; err != nil && !errors.Is(err, bucketlog.ErrNotInBucket) && k > 0 {
+		// A storage error after a seal's fsync covered a prefix of the
+		// batch comes with that prefix (Log.AppendBatch): acknowledged,
+		// durable locally, not confirmed in the bucket; the rest failed.
+		if k >= n || res.LastSequence-res.FirstSequence+1 != uint64(k) {
+			return fail("batch", "failed batch of %d answered %d appended (%d..%d)", n, k, res.FirstSequence, res.LastSequence)
+		}
+		if v := r.appended(evs[:k], res.FirstSequence, bucketlog.ErrNotInBucket); v != nil {
+			return v
+		}
+		evs = evs[k:]
+	}
 	return r.appended(evs, res.FirstSequence, err)
 }
 
@@ -360,12 +372,30 @@ var errOpen = errors.New("sim: open refused")
 // nothing.
 func (r *run) reopen(ctx context.Context, why string) (*violation, error) {
 	r.w.inj.takeFired()
+	faults := r.w.fb.Total()
 	err, changed := r.w.open(ctx)
 	r.logf("open (%s) -> %s", why, errClass(err))
 	if err != nil {
 		r.stats.Refused++
 		// An open that failed on an injected disk error is no refusal.
-		if changed != "" && !r.w.inj.takeFired() && !r.known[1] {
+		// Nor is one that failed on an injected bucket request failure
+		// (a refused request, or a read answered damaged while the
+		// object at rest is whole), not on a decision about the disk:
+		// a failed attempt, retried, whose only changes are the local
+		// crash repair every writable open makes first (zeroing torn,
+		// never acknowledged bytes after the durable end: so only
+		// segments changed in place are excused, never a removed file or
+		// reclaim.json). The refusals that must change nothing (finding
+		// 1) are decisions about the disk (stale, diverged, second
+		// writer, foreign bucket), and a damaged object (class 15) stays
+		// checked.
+		var injected *faultbucket.Error
+		repairOnly := errors.As(err, &injected) && injected.Kind == faultbucket.Refuse ||
+			r.w.fb.Total() > faults && errClass(err) == "err=corrupt_object" && !r.damagedAtRest(err.Error())
+		for _, c := range strings.Fields(changed) {
+			repairOnly = repairOnly && strings.HasPrefix(c, "~") && strings.HasSuffix(c, ".eslog")
+		}
+		if changed != "" && !r.w.inj.takeFired() && !r.known[1] && !repairOnly {
 			return fail("refused-open-changed-disk", "Open refused (%v) and changed the shard directory: %s", err, changed), err
 		}
 		return nil, err
@@ -388,6 +418,16 @@ func (r *run) skipWriteDamage(key string) bool {
 		(r.known[5] && (all || key == "noetl.ehdb.cur.*")) ||
 		(r.known[15] && (all || key == "noetl.ehdb.tail.*")) ||
 		(r.known[7] && (all || key == "noetl.ehdb.rw.*"))
+}
+
+// damagedAtRest reports whether msg names an object still damaged at rest.
+func (r *run) damagedAtRest(msg string) bool {
+	for key, bad := range r.damaged {
+		if cur, ok := r.w.raw.Raw(key); ok && string(cur) == bad && strings.Contains(msg, key) {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *run) watermarkDamaged() bool {

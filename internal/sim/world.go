@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -122,7 +123,9 @@ func (w *world) open(ctx context.Context) (err error, changed string) {
 func (w *world) emptyStore() bool {
 	prefix := path.Clean("/"+filepath.Join(w.dir(), shard0)) + "/"
 	for name := range w.disk.Files() {
-		if rest, ok := strings.CutPrefix(name, prefix); ok && (strings.HasPrefix(rest, "seg-") || rest == "reclaim.json") {
+		// As the engine's dirIsEmptyStore: a checkpoint left by a store
+		// that lost its segments is no empty directory (finding 9).
+		if rest, ok := strings.CutPrefix(name, prefix); ok && (strings.HasPrefix(rest, "seg-") || rest == "reclaim.json" || rest == "checkpoint.json" || strings.HasSuffix(rest, ".idx")) {
 			return false
 		}
 	}
@@ -229,6 +232,13 @@ func diskFiles(m *faultfs.MemFS, dir string) map[string]string {
 				data = nil
 			case b == "LOCK", strings.HasSuffix(b, ".idx"), strings.HasSuffix(b, ".tmp"):
 				continue // the lock, derived index files, temporaries
+			case strings.HasSuffix(b, ".eslog"):
+				// Zeros after the last frame are the end of the log (the
+				// segment format): a writable open that re-preallocates
+				// the active segment (a crash clone keeps only its
+				// synced length) before a refusal changes no byte of the
+				// log. Zeroing or cutting a frame still shows.
+				data = bytes.TrimRight(data, "\x00")
 			}
 			out[rest] = fmt.Sprintf("%d:%x", len(data), sha256.Sum256(data))
 		}
