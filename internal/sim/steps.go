@@ -143,7 +143,12 @@ func (r *run) noteShipped(err error) {
 	r.m.shipped = max(r.m.shipped, r.w.log.ShippedThrough())
 	if err == nil {
 		for name := range r.undeliv {
-			r.m.delShip[name] = true
+			// A deletion a new disk undid (newDisk: it never shipped, and
+			// the consumer came back from the bucket) is not a deletion
+			// this pass can have shipped.
+			if r.m.deleted[name] {
+				r.m.delShip[name] = true
+			}
 		}
 		clear(r.undeliv)
 	}
