@@ -233,6 +233,13 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 		s.mu.Lock()
 		s.lastConsumers = snap.Consumers
 		s.mu.Unlock()
+	} else {
+		// The consumers the bucket's cursor object holds now: a consumer
+		// deleted (or acked) before the next event must still rewrite it,
+		// or a later restore brings the deleted consumer back.
+		s.mu.Lock()
+		s.lastConsumers = cur.Consumers
+		s.mu.Unlock()
 	}
 	s.rec.BucketTip = bucketTip
 	s.rec.ShippedThrough = shipped
