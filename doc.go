@@ -46,7 +46,9 @@
 // its write-once keys) stops shipping and refuses every write — appends,
 // acks, consumer deletes and a pull that would create a consumer — with
 // ErrSecondWriter (class storage, HTTP 503) until it is reopened; reads,
-// and pulls of existing consumers, are still served.
+// and pulls of existing consumers, are still served. An object that carries
+// our own metadata but not its bytes (our damaged upload, left over when its
+// delete failed) is no second writer: it is deleted and uploaded again.
 //
 // Close ships one last time (bounded by ShutdownShipTimeout), then releases
 // every synchronous append still waiting: each returns at once with
