@@ -102,6 +102,9 @@ func (r *run) adopt(ctx context.Context, why string) *violation {
 	}
 	r.logf("  adopted: base %d tip %d", got.base, got.tip)
 	r.m.newDisk(got)
+	if curBad {
+		r.forgetLostDeletions(got)
+	}
 	if r.known[6] {
 		clear(r.m.deleted) // finding 6: deleted consumers may come back
 	}
@@ -167,10 +170,26 @@ func (r *run) older(ctx context.Context, pick int) *violation {
 		return v
 	}
 	r.m.newDisk(got)
+	if curBad {
+		r.forgetLostDeletions(got)
+	}
 	if r.known[6] {
 		clear(r.m.deleted)
 	}
 	return nil
+}
+
+// forgetLostDeletions: the new disk came from a bucket whose cursor object
+// was damaged (see cursorDamaged), so the deletions it serves consumers of
+// were lost with it; they are alive again in the model.
+func (r *run) forgetLostDeletions(got restored) {
+	for name := range got.consumers {
+		if r.m.deleted[name] {
+			delete(r.m.deleted, name)
+			delete(r.m.delShip, name)
+			r.logf("  (consumer %s is back: its deletion was lost with the damaged cursor object)", name)
+		}
+	}
 }
 
 // opLoseSegment deletes the highest segment file: the open must refuse (a
