@@ -253,7 +253,7 @@ func (l *Log) Health() (ready bool, reason string) {
 	switch {
 	case l.closed.Load():
 		return false, "closed"
-	case l.poisoned.Load():
+	case l.poisoned.Load(), l.store.Poisoned() != nil:
 		return false, "store poisoned by a write or fsync error; restart to recover"
 	}
 	if l.ship != nil {

@@ -20,7 +20,11 @@
 // local segment boundary below the lowest sequence the bucket still holds,
 // so the repair never lowers it. A damaged cursor object does not stop the
 // owner: it is rebuilt after the checks from the owner's shipped position
-// and consumers (logged). A bucket segment counts durable at start only when
+// and consumers (logged), never below what the bucket's objects imply
+// (our damaged segments, which the uploader puts again, count), so its
+// shipped_through does not move backward; the first pass after a start
+// rewrites the cursor object when the consumers differ from the ones it
+// holds (a consumer deleted before the next event leaves it). A bucket segment counts durable at start only when
 // it reads back intact, unless the running uploader already read it back (the
 // cursor object's shipped_through passed it and no tail object is left over
 // it), so Open does not download the retained history on every start.
@@ -42,7 +46,9 @@
 // its write-once keys) stops shipping and refuses every write — appends,
 // acks, consumer deletes and a pull that would create a consumer — with
 // ErrSecondWriter (class storage, HTTP 503) until it is reopened; reads,
-// and pulls of existing consumers, are still served.
+// and pulls of existing consumers, are still served. An object that carries
+// our own metadata but not its bytes (our damaged upload, left over when its
+// delete failed) is no second writer: it is deleted and uploaded again.
 //
 // Close ships one last time (bounded by ShutdownShipTimeout), then releases
 // every synchronous append still waiting: each returns at once with

@@ -32,9 +32,10 @@ import (
 
 // consEffect is what a run of consumer frames does to one consumer.
 type consEffect struct {
-	reset  bool   // a ConsumerDelete: whatever came before is gone
-	exists bool   // a ConsumerCreate or Ack after the last delete
-	ack    uint64 // the highest Ack after the last delete
+	reset   bool   // a ConsumerDelete: whatever came before is gone
+	exists  bool   // a ConsumerCreate or Ack after the last delete
+	created bool   // a ConsumerCreate after the last delete
+	ack     uint64 // the highest Ack after the last delete
 }
 
 // consEffects is what a run of consumer frames does, per consumer. The zero
@@ -45,7 +46,7 @@ func (e consEffects) add(f *frame.Frame) {
 	c := e[f.Consumer]
 	switch f.Kind {
 	case frame.KindConsumerCreate:
-		c.exists = true
+		c.exists, c.created = true, true
 	case frame.KindAck:
 		// An Ack also (re-)establishes its consumer, as on replay.
 		c.exists, c.ack = true, max(c.ack, f.Seq)
@@ -66,6 +67,7 @@ func (e consEffects) then(f consEffects) {
 		}
 		c := e[name]
 		c.exists = c.exists || fc.exists
+		c.created = c.created || fc.created
 		c.ack = max(c.ack, fc.ack)
 		e[name] = c
 	}
@@ -83,6 +85,21 @@ func (e consEffects) apply(state map[string]uint64) {
 		if cur, ok := state[name]; !ok || c.ack > cur {
 			state[name] = c.ack
 		}
+	}
+}
+
+// applyOverCursor plays the run of frames at or after the cursor object's
+// event over the cursor object's consumers (state). Unlike replay, an Ack
+// alone does not establish a consumer the object does not list: a consumer
+// alive at an Ack after the object's write was alive at the write (a new one
+// is created by a ConsumerCreate frame, which would be in the run), so the
+// Ack predates the write and the object's word, deleted, is the newer.
+func (e consEffects) applyOverCursor(state map[string]uint64) {
+	for name, c := range e {
+		if _, listed := state[name]; !listed && !c.created {
+			continue
+		}
+		consEffects{name: c}.apply(state)
 	}
 }
 
@@ -211,7 +228,7 @@ func planConsumers(t *consumerTracker, c map[string]uint64, tip uint64) consumer
 		}
 		want[name] = seq
 	}
-	t.after.apply(want)
+	t.after.applyOverCursor(want)
 	for _, name := range slices.Sorted(maps.Keys(restored)) {
 		if _, ok := want[name]; !ok {
 			cp.frames = append(cp.frames, frame.Frame{Kind: frame.KindConsumerDelete, Consumer: name})

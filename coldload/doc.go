@@ -79,7 +79,10 @@
 //     and the restore deletes it too (Report.ConsumersDeleted). Frames after
 //     that event may be newer than the cursor object, so a consumer created
 //     after its last write is kept, and one whose ConsumerDelete the bucket
-//     holds stays deleted. A cursor is never lowered (a consumer the frames
+//     holds stays deleted; an Ack after that event does not bring back a
+//     consumer the cursor object no longer lists (without a ConsumerCreate
+//     after the event, the Ack predates the object's write). A cursor is
+//     never lowered (a consumer the frames
 //     carry further keeps its position). A consumer deleted after the
 //     cursor object's last write whose ConsumerDelete the bucket never got
 //     comes back (a lost cursor update means redelivery, never loss);

@@ -97,7 +97,8 @@
 // and an error would make a retry store them twice. Likewise the work after a
 // group's fdatasync (the checkpoint write, preparing the spare segment)
 // never fails that group: a failed checkpoint write poisons the store for
-// later appends only, and a failed spare or preallocation (ENOSPC, EIO) is
+// later appends only (Store.Poisoned says so at once, and the Log's
+// readiness asks it), and a failed spare or preallocation (ENOSPC, EIO) is
 // logged and does not poison at all (the successor is then created at the
 // rollover, growing as it is written). The hot path allocates nothing
 // beyond amortized buffer growth.

@@ -118,6 +118,7 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 	}
 	var bucketSegs []blobtier.ObjectInfo
 	var damagedSegs []string
+	var reput []tailbatch.SegRange // damaged segments of ours, put again from the local copy
 	for _, info := range view.SegmentObjects {
 		if info.Parsed.Segment > wm.Segment {
 			bucketSegs = append(bucketSegs, info)
@@ -144,6 +145,7 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 			// Our own upload, damaged in the bucket: not durable. It is
 			// deleted after the verdict and uploaded again.
 			damagedSegs = append(damagedSegs, info.Key)
+			reput = append(reput, tailbatch.SegRange{FirstSeq: seg.FirstSeq, LastSeq: seg.LastSeq})
 			continue
 		}
 		if !match {
@@ -225,12 +227,30 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 	shipped := tailbatch.CursorFrom(s.shard, snap.ReclaimedSeq, ranges, tv.TailObjects)
 	s.repl = tailbatch.New(s.shard, shipped, tailbatch.Options{Disabled: !s.tailOn})
 	if curDamaged {
-		c, err := s.repl.SyncCursor(ctx, s.b, snap.Consumers)
+		// The damaged object's shipped_through is lost, and the rebuilt one
+		// must not lower it (the oracle of issue 12: shipped_through never
+		// moves backward): it is at least what the bucket's objects imply,
+		// counting our damaged segments, which the uploader puts again.
+		floor := tailbatch.CursorFrom(s.shard, snap.ReclaimedSeq, append(ranges, reput...), tv.TailObjects)
+		var c tailbatch.Cursor
+		if floor > shipped {
+			c, err = tailbatch.WriteCursor(ctx, s.b, s.shard, floor, snap.Consumers)
+		} else {
+			c, err = s.repl.SyncCursor(ctx, s.b, snap.Consumers)
+		}
 		if err != nil {
 			return fmt.Errorf("rebuild the damaged cursor object: %w", err)
 		}
 		s.log.Error("the cursor object was damaged; rebuilt from the owner's state", "key", blobtier.CursorKey(s.shard),
 			"shipped_through", c.ShippedThrough, "consumers", len(c.Consumers))
+		if floor > shipped {
+			s.repl.KnowCursor(snap.Consumers)
+		}
+	} else {
+		// The consumers the bucket's cursor object holds now: a consumer
+		// deleted (or acked) before the next event must still rewrite it,
+		// or a later restore brings the deleted consumer back.
+		s.repl.KnowCursor(cur.Consumers)
 	}
 	s.rec.BucketTip = bucketTip
 	s.rec.ShippedThrough = shipped

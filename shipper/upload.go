@@ -54,6 +54,18 @@ func (s *Shipper) uploadSealed(ctx context.Context) (UploadReport, error) {
 		}
 		key := blobtier.SegmentKey(s.shard, seg.ID)
 		err = s.b.PutIfAbsent(ctx, key, data, 0)
+		if errors.Is(err, blobtier.ErrConflict) && errors.Is(err, blobtier.ErrCorrupt) {
+			// The object under the key carries our metadata but not its
+			// bytes: our own damaged upload, whose delete after the failed
+			// read-back did not happen. Not a second writer: delete it and
+			// upload again on the next pass.
+			s.log.Error("a damaged upload of this segment is still in the bucket; deleting it to upload again", "key", key, "err", err)
+			if derr := s.b.Delete(ctx, key); derr != nil {
+				err = errors.Join(err, derr)
+			}
+			s.noteUpload(err)
+			return rep, fmt.Errorf("upload segment %d: %w", seg.ID, err)
+		}
 		if errors.Is(err, blobtier.ErrConflict) {
 			return rep, s.secondWriter(key, err)
 		}

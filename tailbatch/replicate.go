@@ -53,6 +53,21 @@ func (r *Replicator) syncCursorLocked(ctx context.Context, b CursorStore, throug
 	return c, nil
 }
 
+// KnowCursor tells a new Replicator what the bucket's cursor object holds
+// (its consumers, as read at start), so a pass rewrites it as soon as the
+// store's consumers differ: a consumer deleted after a restart, with no
+// event since, must still leave the object, or a restore brings it back.
+func (r *Replicator) KnowCursor(consumers map[string]uint64) {
+	r.cursorMu.Lock()
+	defer r.cursorMu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cursorConsumers = maps.Clone(consumers)
+	if r.cursorConsumers == nil {
+		r.cursorConsumers = map[string]uint64{}
+	}
+}
+
 // Replicate is Prepare, Upload and Commit (or Fail) of every batch in one
 // call, followed by the cursor object when it is due. It takes no lock
 // across the bucket calls, so it is also safe to run on a timer next to

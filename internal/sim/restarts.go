@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"path"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/coldload"
 	"github.com/bucketlog/bucketlog/localseg/faultfs"
+	"github.com/bucketlog/bucketlog/tailbatch"
 	"github.com/bucketlog/bucketlog/watermark"
 )
 
@@ -85,6 +87,7 @@ func (r *run) adopt(ctx context.Context, why string) *violation {
 		r.unrecoverable = true
 		r.logf("  (data damaged at rest and the disk gone: unrecoverable)")
 	}
+	curBad := r.cursorDamaged(ctx)
 	v, err := r.reopen(ctx, why)
 	if v != nil || err != nil {
 		return v
@@ -93,12 +96,15 @@ func (r *run) adopt(ctx context.Context, why string) *violation {
 	if err != nil {
 		return fail("read", "read the log after %s: %v", why, err)
 	}
-	if v := r.m.checkRestore(got, true); v != nil && !(v.check == "deleted-consumer" && r.known[6]) {
+	if v := r.m.checkRestore(got, true); v != nil && !(v.check == "deleted-consumer" && (r.known[6] || curBad)) {
 		v.check = "adopt-" + v.check
 		return v
 	}
 	r.logf("  adopted: base %d tip %d", got.base, got.tip)
 	r.m.newDisk(got)
+	if curBad {
+		r.forgetLostDeletions(got)
+	}
 	if r.known[6] {
 		clear(r.m.deleted) // finding 6: deleted consumers may come back
 	}
@@ -145,6 +151,7 @@ func (r *run) older(ctx context.Context, pick int) *violation {
 	r.w.disk = r.w.saved[pick].CrashClone(faultfs.CrashOptions{})
 	r.stats.Restarts["older"]++
 	r.heal()
+	curBad := r.cursorDamaged(ctx)
 	v, oerr := r.reopen(ctx, "older copy")
 	if v != nil {
 		return v
@@ -158,15 +165,31 @@ func (r *run) older(ctx context.Context, pick int) *violation {
 	if err != nil {
 		return fail("read", "read the log on the older copy: %v", err)
 	}
-	if v := r.m.checkRestore(got, true); v != nil && !(v.check == "deleted-consumer" && r.known[6]) {
+	if v := r.m.checkRestore(got, true); v != nil && !(v.check == "deleted-consumer" && (r.known[6] || curBad)) {
 		v.check = "older-accepted-" + v.check
 		return v
 	}
 	r.m.newDisk(got)
+	if curBad {
+		r.forgetLostDeletions(got)
+	}
 	if r.known[6] {
 		clear(r.m.deleted)
 	}
 	return nil
+}
+
+// forgetLostDeletions: the new disk came from a bucket whose cursor object
+// was damaged (see cursorDamaged), so the deletions it serves consumers of
+// were lost with it; they are alive again in the model.
+func (r *run) forgetLostDeletions(got restored) {
+	for name := range got.consumers {
+		if r.m.deleted[name] {
+			delete(r.m.deleted, name)
+			delete(r.m.delShip, name)
+			r.logf("  (consumer %s is back: its deletion was lost with the damaged cursor object)", name)
+		}
+	}
 }
 
 // opLoseSegment deletes the highest segment file: the open must refuse (a
@@ -211,6 +234,7 @@ func (r *run) opLoseSegment(ctx context.Context) *violation {
 
 func (r *run) opRestore(ctx context.Context, strict bool) *violation {
 	r.stats.Restores++
+	curBad := r.cursorDamaged(ctx)
 	got, err := r.w.restore(ctx)
 	r.logf("restore -> %d records base %d tip %d %s", len(got.records), got.base, got.tip, errClass(err))
 	if err != nil {
@@ -220,7 +244,8 @@ func (r *run) opRestore(ctx context.Context, strict bool) *violation {
 		return fail("restore-failed", "restore from the clean bucket failed: %v", err)
 	}
 	v := r.m.checkRestore(got, true)
-	if v != nil && v.check == "deleted-consumer" && r.known[6] {
+	if v != nil && v.check == "deleted-consumer" && (r.known[6] || curBad) {
+		r.logf("  (the cursor object is damaged: consumers come from the frames)")
 		return nil
 	}
 	if v != nil && r.damageOutstanding(true) && v.check == "restore-missing" {
@@ -270,4 +295,19 @@ func (r *run) opForge(ctx context.Context) *violation {
 		return v
 	}
 	return nil
+}
+
+// cursorDamaged reports whether the cursor object at rest is damaged. A
+// restore then takes the consumers from the frames alone (issue 12 finding
+// 5), and a deletion whose only record in the bucket was the cursor object
+// (a ConsumerDelete after the last event never rides in a tail object) may
+// come back: the contract cannot promise more, whether the object was
+// damaged at rest or by its put (a damaging write fault).
+func (r *run) cursorDamaged(ctx context.Context) bool {
+	data, _, err := r.w.clean().Get(ctx, blobtier.CursorKey(0))
+	if err != nil {
+		return errors.Is(err, blobtier.ErrCorrupt)
+	}
+	_, err = tailbatch.DecodeCursor(data)
+	return err != nil
 }

@@ -114,8 +114,10 @@ type run struct {
 	// unrecoverable: the disk was lost with data damaged at rest; the run
 	// ends at the next step (nothing can be required of it).
 	unrecoverable bool
-	readLife      int    // the Log (w.opens) the last check read
-	readThrough   uint64 // and the last sequence it read
+	readLife      int         // the Log (w.opens) the last check read
+	wmDamaged     bool        // the watermark object was damaged since its last good read
+	wmFired       map[int]int // faultbucket rule id → its firings already noted by noteWatermarkWriteDamage
+	readThrough   uint64      // and the last sequence it read
 }
 
 func (r *run) logf(format string, args ...any) {
@@ -128,7 +130,7 @@ func (r *run) logf(format string, args ...any) {
 func Run(seed uint64, cfg Config, stats *Stats) Result {
 	rng := rand.New(rand.NewPCG(seed, seed*0x9e3779b97f4a7c15+1))
 	r := &run{cfg: cfg, seed: seed, rng: rng, m: newModel(), known: cfg.Known, stats: stats,
-		pulled: map[string]uint64{}, undeliv: map[string]bool{}, damaged: map[string]string{}, ruleOf: map[int]faultbucket.Rule{}}
+		pulled: map[string]uint64{}, wmFired: map[int]int{}, undeliv: map[string]bool{}, damaged: map[string]string{}, ruleOf: map[int]faultbucket.Rule{}}
 	if r.known == nil {
 		r.known = map[int]bool{}
 	}
@@ -293,13 +295,22 @@ func (r *run) check(ctx context.Context) *violation {
 		}
 	}
 	clean := r.w.clean()
+	r.noteWatermarkWriteDamage()
 	if data, _, err := clean.Get(ctx, blobtier.WatermarkKey(0)); err == nil {
 		if m, err := watermark.Decode(data); err == nil {
 			if m.Seq < r.m.wm && !r.known[7] {
-				return fail("watermark-backward", "the watermark moved from %d to %d", r.m.wm, m.Seq)
+				if v := r.repairedLower(ctx, clean, m); v != nil {
+					return v
+				}
+				r.m.wm = m.Seq
 			}
 			r.m.wm = max(r.m.wm, m.Seq)
+			r.wmDamaged = false
+		} else {
+			r.wmDamaged = true
 		}
+	} else if errors.Is(err, blobtier.ErrCorrupt) {
+		r.wmDamaged = true
 	}
 	if data, _, err := clean.Get(ctx, blobtier.CursorKey(0)); err == nil {
 		if c, err := tailbatch.DecodeCursor(data); err == nil {
