@@ -1,7 +1,9 @@
 package tailbatch
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/bucketlog/bucketlog/blobtier"
@@ -32,6 +34,12 @@ func (e *UploadError) Unwrap() error { return e.Err }
 // consecutive sequences from batch.FirstSeq through batch.LastSeq), so local
 // bit-rot never reaches the bucket under a fresh, valid digest.
 //
+// The object is then read back: a put counts only when the bucket returns
+// exactly these bytes. An object of our own that reads back damaged (or
+// that an earlier put left damaged under the key) is deleted and the
+// upload fails with an *UploadError matching ErrDamaged, never
+// blobtier.ErrConflict, so the next pass ships the same events again.
+//
 // An identical object already under the key (a retry after a lost
 // acknowledgement) is success. A different one is an *UploadError that
 // matches blobtier.ErrConflict.
@@ -54,7 +62,25 @@ func Upload(ctx context.Context, b Putter, src RangeReader, batch Batch) error {
 		return &UploadError{Key: batch.Key, Err: fmt.Errorf("%w: bytes hold events %d..%d (%d events), key names %d..%d",
 			ErrBadBatch, sum.FirstSeq, sum.LastSeq, sum.Events, batch.FirstSeq, batch.LastSeq)}
 	}
-	if err := b.PutIfAbsent(ctx, batch.Key, data, Epoch); err != nil {
+	err = b.PutIfAbsent(ctx, batch.Key, data, Epoch)
+	if err == nil {
+		// Shipped only once the bucket is seen to hold exactly these
+		// bytes: a put can land damaged bytes under our metadata.
+		var got []byte
+		if got, _, err = b.Get(ctx, batch.Key); err == nil && !bytes.Equal(got, data) {
+			err = fmt.Errorf("%w: read back other bytes than were put", blobtier.ErrCorrupt)
+		}
+	}
+	if err != nil && !errors.Is(err, blobtier.ErrConflict) && errors.Is(err, blobtier.ErrCorrupt) {
+		// Our own object (its metadata names these bytes) holds damaged
+		// ones: delete it so the next pass puts it again. Not a second
+		// writer; the batch fails and its events ship on the next pass.
+		err = fmt.Errorf("%w: the object reads back damaged (%v)", ErrDamaged, err)
+		if derr := b.Delete(ctx, batch.Key); derr != nil {
+			err = fmt.Errorf("%w; deleting it failed, the next pass deletes it: %v", err, derr)
+		}
+	}
+	if err != nil {
 		return &UploadError{Key: batch.Key, Err: err}
 	}
 	return nil
