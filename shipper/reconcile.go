@@ -167,13 +167,6 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 			s.log.Warn("deleting the damaged segment failed; the uploader retries", "key", key, "err", err)
 		}
 	}
-	for key := range damagedTails {
-		// Not shipped: left out of the cursor below. Should this delete
-		// fail, the tick's upload finds it damaged and deletes it then.
-		if err := s.b.Delete(ctx, key); err != nil {
-			s.log.Warn("deleting the damaged tail object failed; the next tick retries", "key", key, "err", err)
-		}
-	}
 	if wmDamaged {
 		if lowRetained == 0 {
 			// Nothing retained above the local base: the bucket held
@@ -228,6 +221,12 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// A damaged tail object is not shipped: it is left out of the cursor,
+	// and the next tick ships its events again. It is not deleted here: a
+	// read damaged on the way looks the same, and the object may be intact
+	// and vouched for by the cursor object. The tick's upload replaces it
+	// when its batch has the same key; otherwise a restore passes over it
+	// (the new object holds its events) and tail cleanup removes it.
 	intact := slices.DeleteFunc(tv.TailObjects, func(info blobtier.ObjectInfo) bool { return damagedTails[info.Key] })
 	shipped := tailbatch.CursorFrom(s.shard, snap.ReclaimedSeq, ranges, intact)
 	s.repl = tailbatch.New(s.shard, shipped, tailbatch.Options{Disabled: !s.tailOn})

@@ -18,8 +18,8 @@ import (
 // objects it read back intact, and the durable segments' coverage) is
 // verified, since the rebuilt cursor would count it as shipped. A damaged
 // object of our own (its metadata names the local bytes of its range) is
-// returned in damaged: it is not shipped, reconcile deletes it after the
-// verdict, and the next tick ships its events again from the local copy. A
+// returned in damaged: it is not shipped (left out of the rebuilt cursor),
+// and the next tick ships its events again from the local copy. A
 // damaged object whose metadata names other bytes is a diverged history.
 func (s *Shipper) checkTails(ctx context.Context, tails []blobtier.ObjectInfo, base, trusted uint64, segs []localseg.SegmentInfo) (damaged map[string]bool, err error) {
 	slices.SortFunc(tails, func(a, b blobtier.ObjectInfo) int { return cmp.Compare(b.Parsed.LastSeq, a.Parsed.LastSeq) })
@@ -37,7 +37,7 @@ func (s *Shipper) checkTails(ctx context.Context, tails []blobtier.ObjectInfo, b
 			if !own {
 				return nil, fmt.Errorf("%w: tail object %s is damaged and its metadata does not name the local store's bytes: %v", ErrDiverged, info.Key, err)
 			}
-			s.log.Error("a tail object of this shard reads back damaged; it is deleted and shipped again", "key", info.Key, "err", err)
+			s.log.Error("a tail object of this shard reads back damaged; its events are shipped again", "key", info.Key, "err", err)
 			if damaged == nil {
 				damaged = map[string]bool{}
 			}
