@@ -88,7 +88,11 @@ type Version string
 type Bucket interface {
 	// PutIfAbsent creates key with data (write-once). An existing object
 	// with identical length, digest and epoch is success (a retried put
-	// whose first answer was lost); a different one is ErrConflict.
+	// whose first answer was lost); a different one is ErrConflict. One
+	// whose metadata is ours but whose size is not is ErrCorrupt and not
+	// ErrConflict: our own earlier put that landed damaged, which the
+	// caller deletes and puts again (a put with the same size but damaged
+	// bytes succeeds here; only a read-back finds it).
 	PutIfAbsent(ctx context.Context, key string, data []byte, epoch uint64) error
 	// Get returns the object's bytes after checking length and digest; a
 	// short, long or altered object is ErrCorrupt naming the key.

@@ -177,8 +177,11 @@ func (t *bucket) PutIfAbsent(ctx context.Context, key string, data []byte, epoch
 			return &ObjectError{OpPut, key, fmt.Errorf("%w: existing object has length %d xxh64 %016x epoch %016x; ours has length %d xxh64 %016x epoch %016x",
 				ErrConflict, got.Length, got.XXH64, got.Epoch, want.Length, want.XXH64, want.Epoch)}
 		case attrs.Size != want.Length:
-			return &ObjectError{OpPut, key, fmt.Errorf("%w: existing object's metadata matches ours but it holds %d bytes, not %d (%w)",
-				ErrConflict, attrs.Size, want.Length, ErrCorrupt)}
+			// Our own earlier put (its metadata names our bytes) that
+			// landed damaged: no second writer. The caller deletes it and
+			// puts again.
+			return &ObjectError{OpPut, key, fmt.Errorf("%w: existing object's metadata matches ours but it holds %d bytes, not %d",
+				ErrCorrupt, attrs.Size, want.Length)}
 		}
 		return nil
 	}

@@ -126,7 +126,11 @@
 //
 // A corrupt object is always an error naming its key (ObjectError, matching
 // ErrCorrupt), never a silently shortened replay; AllowPartial steps over
-// holes, not over corruption or conflicts.
+// holes, not over corruption or conflicts. The one exception is a tail
+// object whose every event an intact later object also holds (its owner
+// found it damaged and shipped its events again under another key): Hydrate
+// passes over it; had it held an event no intact object holds, the restore
+// fails with its error.
 //
 // # After a partial restore
 //

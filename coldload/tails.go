@@ -3,9 +3,11 @@ package coldload
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
+	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/frame"
 )
 
@@ -77,6 +79,14 @@ func (w *window) get(seq uint64) (ref, bool) {
 //
 // Consumer frames ride along: those positioned after the last event already
 // recovered are kept, those among dropped events are dropped with them.
+//
+// In Hydrate a tail object that fails verification (damaged at rest, or a
+// put that landed damaged) is passed over: when other objects hold its
+// events (its owner shipped them again under another key), nothing is
+// lost. When none does — a hole where it lies, or it held the last events —
+// its verification error is returned, naming the key, with or without
+// allowPartial: a real loss is a hard error, never a shortened replay.
+// Verify reports the damaged object itself.
 func (h *run) tailPhase(ctx context.Context, start uint64, allowPartial bool, apply func([]frame.Frame) error) (tailResult, error) {
 	res := tailResult{cursor: start}
 	var todo []int
@@ -92,8 +102,18 @@ func (h *run) tailPhase(ctx context.Context, start uint64, allowPartial bool, ap
 		pending          []frame.Frame
 		pendingBytes     int
 		prevKey          string
-		fromKey, thruKey string // the objects the pending frames come from
+		fromKey, thruKey string            // the objects the pending frames come from
+		damaged          = map[int]error{} // tail objects passed over as damaged (Hydrate)
 	)
+	// lost is the error of a damaged object holding sequences in [from, to].
+	lost := func(from, to uint64) error {
+		for i, err := range damaged {
+			if t := h.p.tails[i]; t.last >= from && t.first <= to {
+				return err
+			}
+		}
+		return nil
+	}
 	flush := func() error {
 		if apply == nil || len(pending) == 0 {
 			return nil
@@ -110,6 +130,9 @@ func (h *run) tailPhase(ctx context.Context, start uint64, allowPartial bool, ap
 	err := fetchOrdered(ctx, h, todo, func(i int, frames []decoded) (bool, error) {
 		t := h.p.tails[i]
 		if t.first > res.cursor+1 {
+			if err := lost(res.cursor+1, t.first-1); err != nil {
+				return true, err
+			}
 			g := &GapError{Shard: h.p.shard, FromSeq: res.cursor + 1, ToSeq: t.first - 1,
 				After: prevKey, Before: t.key}
 			res.gaps = append(res.gaps, g)
@@ -179,8 +202,12 @@ func (h *run) tailPhase(ctx context.Context, start uint64, allowPartial bool, ap
 			}
 		}
 		return false, nil
-	})
+	}, func(i int, err error) { damaged[i] = err })
 	if err != nil {
+		return res, err
+	}
+	if err := lost(res.cursor+1, ^uint64(0)); err != nil {
+		// Events only a damaged object held, and no object after it.
 		return res, err
 	}
 	return res, flush()
@@ -198,7 +225,11 @@ type fetched struct {
 // yet handed over), so memory is bounded by the window, not by the number
 // of objects. fn returns stop to end early; fetchOrdered then cancels the
 // reads still in flight and waits for them.
-func fetchOrdered(ctx context.Context, h *run, todo []int, fn func(i int, frames []decoded) (stop bool, err error)) error {
+//
+// damaged, when not nil and in Hydrate (not h.collect), is told of an
+// object that failed verification instead of ending the walk; the walk
+// goes on without it.
+func fetchOrdered(ctx context.Context, h *run, todo []int, fn func(i int, frames []decoded) (stop bool, err error), damaged func(i int, err error)) error {
 	if len(todo) == 0 {
 		return nil
 	}
@@ -244,6 +275,10 @@ func fetchOrdered(ctx context.Context, h *run, todo []int, fn func(i int, frames
 		}
 		<-slots
 		if f.err != nil {
+			if !h.collect && damaged != nil && errors.Is(f.err, blobtier.ErrCorrupt) {
+				damaged(i, f.err)
+				continue
+			}
 			if !h.collect {
 				return f.err
 			}

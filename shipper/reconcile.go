@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/bucketlog/bucketlog/blobtier"
@@ -34,9 +35,9 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 	// One read of the shard's bucket state, each verdict reached as soon
 	// as its part is in (a refused Open issues no request past it).
 	var (
-		base, baseSeg uint64 // the reclaim base the checks take
-		lowRetained   uint64 // the lowest sequence a retained object above the base holds (0: none)
-		newestTail    blobtier.ObjectInfo
+		base, baseSeg uint64                // the reclaim base the checks take
+		lowRetained   uint64                // the lowest sequence a retained object above the base holds (0: none)
+		ownTails      []blobtier.ObjectInfo // tail objects above the base the local store also holds
 		bucketTip     uint64
 		tails         []blobtier.Key // tail objects above the base
 	)
@@ -84,9 +85,8 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 					lower(info.Parsed.FirstSeq)
 					tails = append(tails, info.Parsed)
 				}
-				if info.Parsed.LastSeq > base && info.Parsed.LastSeq <= snap.Tip &&
-					info.Parsed.LastSeq > newestTail.Parsed.LastSeq {
-					newestTail = info
+				if info.Parsed.LastSeq > base && info.Parsed.LastSeq <= snap.Tip {
+					ownTails = append(ownTails, info)
 				}
 			}
 			bucketTip = max(bucketTip, v.Cur.ShippedThrough)
@@ -154,10 +154,10 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 		s.durable[id] = true
 	}
 
-	if newestTail.Key != "" {
-		if err := s.compareTail(ctx, newestTail, base, snap.Segments); err != nil {
-			return err
-		}
+	trusted, _ := watermark.Contiguous(snap.Segments, func(id uint64) bool { return s.durable[id] })
+	damagedTails, err := s.checkTails(ctx, ownTails, base, max(trusted, cur.ShippedThrough), snap.Segments)
+	if err != nil {
+		return err
 	}
 
 	// The verdict is in: from here on the shard directory and the bucket
@@ -224,7 +224,14 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	shipped := tailbatch.CursorFrom(s.shard, snap.ReclaimedSeq, ranges, tv.TailObjects)
+	// A damaged tail object is not shipped: it is left out of the cursor,
+	// and the next tick ships its events again. It is not deleted here: a
+	// read damaged on the way looks the same, and the object may be intact
+	// and vouched for by the cursor object. The tick's upload replaces it
+	// when its batch has the same key; otherwise a restore passes over it
+	// (the new object holds its events) and tail cleanup removes it.
+	intact := slices.DeleteFunc(tv.TailObjects, func(info blobtier.ObjectInfo) bool { return damagedTails[info.Key] })
+	shipped := tailbatch.CursorFrom(s.shard, snap.ReclaimedSeq, ranges, intact)
 	s.repl = tailbatch.New(s.shard, shipped, tailbatch.Options{Disabled: !s.tailOn})
 	if curDamaged {
 		// The damaged object's shipped_through is lost, and the rebuilt one
@@ -365,11 +372,7 @@ func (s *Shipper) matches(ctx context.Context, info blobtier.ObjectInfo, seg loc
 // watermark reclaims). It reads the local segments that hold the object's
 // events — a tail object lies within one segment — and never the store's
 // read index, so Open stays O(1) in the log's length.
-func (s *Shipper) compareTail(ctx context.Context, info blobtier.ObjectInfo, base uint64, segs []localseg.SegmentInfo) error {
-	data, _, err := s.b.Get(ctx, info.Key)
-	if err != nil {
-		return fmt.Errorf("read %s: %w", info.Key, err)
-	}
+func (s *Shipper) compareTail(ctx context.Context, info blobtier.ObjectInfo, data []byte, base uint64, segs []localseg.SegmentInfo) error {
 	var (
 		loaded localseg.SegmentInfo // the segment whose events are in local
 		local  map[uint64]frame.Frame

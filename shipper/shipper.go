@@ -4,6 +4,14 @@
 // and runs the tick and maintenance loops. It takes a narrow store
 // interface, the bucket, typed metrics and a logger, and returns reports;
 // the root package's Log opens it, routes to it and closes it.
+//
+// At start, a tail object of ours (its metadata names the local bytes) that
+// reads back damaged neither fails Open nor counts as shipped: the rebuilt
+// cursor stops below it and the next tick ships its events again from the
+// local copy. Open does not delete it (a read damaged on the way looks the
+// same); the tick's upload replaces it when its batch has the same key. A
+// damaged tail object whose metadata names other bytes is a diverged
+// history (ErrDiverged).
 package shipper
 
 import (

@@ -70,6 +70,14 @@ func (s *Shipper) uploadSealed(ctx context.Context) (UploadReport, error) {
 			return rep, s.secondWriter(key, err)
 		}
 		if err != nil {
+			if errors.Is(err, blobtier.ErrCorrupt) {
+				// Our own earlier put (its metadata is ours) left damaged
+				// bytes under the key: remove it so the next pass puts it.
+				s.log.Error("a segment of this shard sits damaged in the bucket; deleting it to upload again", "key", key, "err", err)
+				if derr := s.b.Delete(ctx, key); derr != nil {
+					err = errors.Join(err, derr)
+				}
+			}
 			s.noteUpload(err)
 			return rep, fmt.Errorf("upload segment %d: %w", seg.ID, err)
 		}

@@ -92,4 +92,10 @@
 // (the cursor never moves backward or over a gap) but may put the same
 // object twice. Upload, CursorFrom, ReadCursor and WriteCursor are free
 // functions, safe for concurrent use given concurrency-safe arguments.
+//
+// A tail object counts as shipped only once Upload read it back intact. One
+// of ours that reads back damaged (twice: a read can be damaged on the way)
+// is deleted and put again in the same call; if that fails too the batch
+// fails with ErrDamaged, never as a second writer, and the next pass ships
+// the same events.
 package tailbatch

@@ -34,6 +34,10 @@ var (
 	// ErrBadBatch: Upload was given a batch that is not well formed, or the
 	// bytes read for it do not hold exactly its events.
 	ErrBadBatch = errors.New("tailbatch: invalid batch")
+	// ErrDamaged: the tail object read back damaged after its put (or an
+	// earlier put of ours left it damaged under the key). Upload deleted
+	// it; the batch failed and ships again on the next pass.
+	ErrDamaged = errors.New("tailbatch: tail object landed damaged")
 	// ErrStopped: an earlier upload found a different object under one of
 	// this shard's tail keys (a second writer). The replicator refuses
 	// every later pass; the returned error also matches
@@ -61,9 +65,12 @@ type Source interface {
 	RangeReader
 }
 
-// Putter creates write-once objects. blobtier.Bucket implements it.
+// Putter creates write-once objects, reads them back and deletes its own
+// damaged ones. blobtier.Bucket implements it.
 type Putter interface {
 	PutIfAbsent(ctx context.Context, key string, data []byte, epoch uint64) error
+	Get(ctx context.Context, key string) ([]byte, blobtier.Meta, error)
+	Delete(ctx context.Context, key string) error
 }
 
 // Bucket is what Replicate needs: write-once puts for tail objects and the

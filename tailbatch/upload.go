@@ -1,7 +1,9 @@
 package tailbatch
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/bucketlog/bucketlog/blobtier"
@@ -32,6 +34,12 @@ func (e *UploadError) Unwrap() error { return e.Err }
 // consecutive sequences from batch.FirstSeq through batch.LastSeq), so local
 // bit-rot never reaches the bucket under a fresh, valid digest.
 //
+// The object is then read back: a put counts only when the bucket returns
+// exactly these bytes. An object of our own that reads back damaged (or
+// that an earlier put left damaged under the key) is deleted and the
+// upload fails with an *UploadError matching ErrDamaged, never
+// blobtier.ErrConflict, so the next pass ships the same events again.
+//
 // An identical object already under the key (a retry after a lost
 // acknowledgement) is success. A different one is an *UploadError that
 // matches blobtier.ErrConflict.
@@ -54,10 +62,46 @@ func Upload(ctx context.Context, b Putter, src RangeReader, batch Batch) error {
 		return &UploadError{Key: batch.Key, Err: fmt.Errorf("%w: bytes hold events %d..%d (%d events), key names %d..%d",
 			ErrBadBatch, sum.FirstSeq, sum.LastSeq, sum.Events, batch.FirstSeq, batch.LastSeq)}
 	}
-	if err := b.PutIfAbsent(ctx, batch.Key, data, Epoch); err != nil {
+	// Two rounds: a damaged object of ours found under the key (by its
+	// size at the put, or by the read-back) is deleted and put once more.
+	for round := 0; round < 2; round++ {
+		if err = putReadBack(ctx, b, batch.Key, data); err == nil || errors.Is(err, blobtier.ErrConflict) || !errors.Is(err, blobtier.ErrCorrupt) {
+			break
+		}
+		// Our own object (its metadata names these bytes) holds damaged
+		// ones: delete it so the next put lands them again. Not a second
+		// writer; if it stays damaged the batch fails and its events ship
+		// on the next pass.
+		err = fmt.Errorf("%w: the object reads back damaged (%v)", ErrDamaged, err)
+		if derr := b.Delete(ctx, batch.Key); derr != nil {
+			err = fmt.Errorf("%w; deleting it failed, the next pass deletes it: %v", err, derr)
+			break
+		}
+	}
+	if err != nil {
 		return &UploadError{Key: batch.Key, Err: err}
 	}
 	return nil
+}
+
+// putReadBack creates key and reads it back: success only when the bucket
+// returns exactly data. A read-back damaged on the way looks like a damaged
+// object, so a damaged read is read once more.
+func putReadBack(ctx context.Context, b Putter, key string, data []byte) error {
+	if err := b.PutIfAbsent(ctx, key, data, Epoch); err != nil {
+		return err
+	}
+	var err error
+	for try := 0; try < 2; try++ {
+		var got []byte
+		if got, _, err = b.Get(ctx, key); err == nil && !bytes.Equal(got, data) {
+			err = fmt.Errorf("%w: read back other bytes than were put", blobtier.ErrCorrupt)
+		}
+		if !errors.Is(err, blobtier.ErrCorrupt) {
+			break
+		}
+	}
+	return err
 }
 
 func checkBatch(b Batch) error {

@@ -489,14 +489,19 @@ func testVerifiedGet(t *testing.T, b blobtier.Bucket, caps Caps) {
 }
 
 // A write-once object damaged at rest (its metadata intact) is not the
-// object we hold: a re-put must not count it as durable.
+// object we hold: a re-put must not count it as durable. It is our own
+// object landed damaged (ErrCorrupt), not a second writer's (ErrConflict):
+// the caller deletes it and puts again.
 func testAtRestDamage(t *testing.T, b blobtier.Bucket, caps Caps) {
 	ctx := ctxFor(t)
 	data := body(11, 2000)
 	key := blobtier.SegmentKey(11, 1)
 	caps.PutRaw(t, b, key, data[:1000], blobtier.MetaOf(data, 0).Encode())
 	err := b.PutIfAbsent(ctx, key, data, 0)
-	wantErr(t, "re-put over a truncated object", err, blobtier.ErrConflict, key)
+	wantErr(t, "re-put over a truncated object", err, blobtier.ErrCorrupt, key)
+	if errors.Is(err, blobtier.ErrConflict) {
+		t.Errorf("re-put over our own truncated object: %v is taken for a second writer", err)
+	}
 	// A foreign object without our metadata is a conflict too.
 	key = blobtier.SegmentKey(11, 2)
 	caps.PutRaw(t, b, key, data, nil)

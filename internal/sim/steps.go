@@ -165,6 +165,17 @@ func (r *run) noteShipped(err error) {
 			}
 		}
 		clear(r.undeliv)
+		// A damaged data object its owner deleted (to put it again) stays
+		// a loss until it is shipped again, a tail object's events maybe
+		// under another key: until a whole pass succeeded (past its
+		// events), a restore or a hydrate may rightly refuse.
+		for key := range r.damaged {
+			k, _ := blobtier.ParseKey(key)
+			if _, ok := r.w.raw.Raw(key); !ok && (k.Kind == blobtier.KindSegment ||
+				k.Kind == blobtier.KindTail && r.w.log.ShippedThrough() >= k.LastSeq) {
+				delete(r.damaged, key)
+			}
+		}
 	}
 }
 
@@ -362,14 +373,19 @@ func (r *run) opDamage() *violation {
 }
 
 // damageOutstanding reports whether a data object damaged at rest is still
-// damaged (a restore may then rightly refuse).
+// damaged (a restore may then rightly refuse). A damaged segment or tail
+// object its owner deleted is outstanding until it shipped again
+// (noteShipped): the owner puts it again from the local copy on its next
+// pass, and until then the bucket lacks it (coldload does not bridge a
+// missing segment with tail objects when later segments follow).
 func (r *run) damageOutstanding(dataOnly bool) bool {
 	for key, bad := range r.damaged {
 		k, _ := blobtier.ParseKey(key)
 		if dataOnly && k.Kind != blobtier.KindSegment && k.Kind != blobtier.KindTail {
 			continue
 		}
-		if cur, ok := r.w.raw.Raw(key); ok && string(cur) == bad {
+		cur, ok := r.w.raw.Raw(key)
+		if ok && string(cur) == bad || !ok {
 			return true
 		}
 	}
