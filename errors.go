@@ -61,7 +61,7 @@ var (
 	ErrClosed = errors.New("bucketlog: closed")
 )
 
-// Class tokens of SPEC §9.
+// Class tokens (cmd/bucketlog/doc.go, Errors).
 const (
 	ClassOK           = "ok"
 	ClassInvariant    = "invariant"
@@ -102,7 +102,7 @@ func Class(err error) string {
 	return ClassStorage
 }
 
-// HTTPStatus is the status of err over the HTTP API (SPEC §9).
+// HTTPStatus is the status of err over the HTTP API (the statuses `bucketlog serve --help` lists).
 func HTTPStatus(err error) int {
 	switch Class(err) {
 	case ClassOK:

@@ -25,7 +25,7 @@ type GCRequest struct {
 // boundary where it is.
 type GCReport = shipper.GCReport
 
-// GC runs one reclaim pass now (SPEC §6). On a store that ships, it is the
+// GC runs one reclaim pass now (docs/FORMAT.md §8). On a store that ships, it is the
 // shared reclaim: only segments durable in the bucket go, the watermark is
 // committed first, and bucket objects at or below it are deleted after the
 // local reclaim.

@@ -55,7 +55,7 @@ type OpenReport struct {
 	Watermark       uint64         `json:"watermark_seq"`
 }
 
-// Open opens the owned shard (SPEC §7): recover the local store → read the
+// Open opens the owned shard (docs/FORMAT.md §7.4): recover the local store → read the
 // bucket's watermark and tip → hydrate an empty disk from the bucket →
 // refuse a stale or diverged disk → start the uploader, the tail ticker and
 // GC → ready. Without a bucket it is a durable local log.
@@ -333,7 +333,7 @@ func (l *Log) writable() error {
 }
 
 // stoppedWriting is why the shard refuses every write: a second writer
-// was detected (SPEC §9). Detection is not prevention: an event
+// was detected (cmd/bucketlog/doc.go, Errors). Detection is not prevention: an event
 // acknowledged here could never ship, so nothing more is acknowledged until
 // the shard is reopened (which the bucket's state then decides).
 func (l *Log) stoppedWriting() error {

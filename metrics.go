@@ -10,7 +10,7 @@ import (
 	"github.com/bucketlog/bucketlog/metrics"
 )
 
-// MetricNames lists every metric the engine exports (SPEC §9), without the
+// MetricNames lists every metric the engine exports (README.md, Metrics), without the
 // bucketlog_ prefix. The README's metrics reference is checked against it.
 var MetricNames = metrics.Names
 

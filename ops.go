@@ -50,7 +50,7 @@ type RestoreOptions struct {
 }
 
 // Restore rebuilds one shard from the bucket alone into an empty directory
-// (SPEC §7) and records the bucket in it, so the restored store ships there.
+// (docs/FORMAT.md §9) and records the bucket in it, so the restored store ships there.
 func Restore(ctx context.Context, o RestoreOptions) (RestoreReport, error) {
 	if o.Dir == "" {
 		return RestoreReport{}, usagef("restore needs --dir")
@@ -108,7 +108,7 @@ func restoreErr(err error) error {
 	return err
 }
 
-// Verify checks every object of a bucket (SPEC §9 verify): length, digest
+// Verify checks every object of a bucket (the checks of docs/FORMAT.md §9.2): length, digest
 // and frames of each object, and each shard's segments contiguous above its
 // watermark.
 func Verify(ctx context.Context, bucketURL string, b blobtier.Bucket, opts VerifyOptions) (VerifyReport, error) {

@@ -95,7 +95,7 @@ type Options struct {
 	Now func() time.Time
 }
 
-// GCOptions configure segment reclamation (SPEC §6).
+// GCOptions configure segment reclamation (docs/FORMAT.md §8).
 type GCOptions struct {
 	// Enabled turns on the periodic reclaim task (with Interval > 0).
 	Enabled bool

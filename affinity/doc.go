@@ -1,5 +1,5 @@
 // Package affinity routes a sharded event log so that every shard has
-// exactly one writer (SPEC §3).
+// exactly one writer (docs/FORMAT.md §5).
 //
 // # Ownership
 //

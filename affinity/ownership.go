@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// Environment variables that carry a replica's ownership (SPEC §8).
+// Environment variables that carry a replica's ownership (README.md, Configuration).
 const (
 	EnvShardIndex = "NOETL_SHARD_INDEX"
 	EnvShardCount = "NOETL_SHARD_COUNT"

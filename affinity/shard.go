@@ -8,7 +8,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// HashID is the ownership hash of an execution id (SPEC §3). The id is
+// HashID is the ownership hash of an execution id (docs/FORMAT.md §5). The id is
 // trimmed first; an id that parses as a decimal int64 is hashed as the eight
 // little-endian bytes of that integer, so that a snowflake id routes exactly as
 // the workers that carry it as an integer route it. Any other id is hashed as

@@ -8,7 +8,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// TestShardForVectors pins ShardFor to the SPEC §3 vectors (CHECKLIST §2.2).
+// TestShardForVectors pins ShardFor to the docs/FORMAT.md §5 vectors (CHECKLIST §2.2).
 func TestShardForVectors(t *testing.T) {
 	cases := []struct {
 		id     string

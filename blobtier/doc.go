@@ -6,7 +6,7 @@
 // # Keys
 //
 // Keys are fixed width, lowercase hex, relative to the bucket (a prefix= in
-// the URL is applied by gocloud), built and parsed only here (SPEC §4):
+// the URL is applied by gocloud), built and parsed only here (docs/FORMAT.md §6.1):
 //
 //	noetl.ehdb.seg.<shard:08x>.<segment_id:016x>                   sealed segment (40 chars)
 //	noetl.ehdb.tail.<shard:08x>.<first_seq:016x>.<last_seq:016x>   tail batch

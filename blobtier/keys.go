@@ -8,7 +8,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// The key layout is part of the bucket format (SPEC §4); do not change it.
+// The key layout is part of the bucket format (docs/FORMAT.md §6.1); do not change it.
 // Every number is lowercase hex of a fixed width, so keys sort in numeric
 // order and a listing by prefix walks one kind of one shard in order.
 const (

@@ -9,7 +9,7 @@ import (
 	"github.com/bucketlog/bucketlog/frame"
 )
 
-// Which consumers exist after a restore (SPEC §7, issue 12 finding 6).
+// Which consumers exist after a restore (docs/FORMAT.md §9.1 step 7, issue 12 finding 6).
 //
 // The restored frames alone can bring back a consumer its owner deleted: a
 // ConsumerDelete written after the last event never rides in a tail object

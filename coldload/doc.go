@@ -1,5 +1,5 @@
 // Package coldload rebuilds a shard's local store from the bucket alone
-// (SPEC §7): Hydrate for a new owner or a restore, ReadOnly for a
+// (docs/FORMAT.md §9): Hydrate for a new owner or a restore, ReadOnly for a
 // non-owner read, Verify for `bucketlog verify`.
 //
 // # Hydrate, step by step

@@ -147,8 +147,8 @@ type Report struct {
 	Attempts int         `json:"attempts"`
 }
 
-// Hydrate rebuilds shard's local store in dir from the bucket alone (SPEC
-// §7): it refuses a dir that is not empty (or is named for another shard),
+// Hydrate rebuilds shard's local store in dir from the bucket alone (docs/FORMAT.md
+// §9): it refuses a dir that is not empty (or is named for another shard),
 // builds the store in a sibling temporary directory, and renames it into
 // place only when it is complete. See the package documentation for the
 // order of the steps and what is verified where.

@@ -24,7 +24,7 @@ import (
 // fake-gcs-server) — is superseded but not deleted by this process until
 // another segment becomes durable or a GC pass commits a watermark at or
 // above it: on an idle shard, never (explicit Ship passes and Close
-// included). SPEC §6: "A tail object whose last_seq ≤ that watermark is
+// included). docs/FORMAT.md §8.4: "A tail object whose last_seq ≤ that watermark is
 // superseded and deleted." It is a leak of objects, not a loss: a restore
 // skips them (counted as superseded), and a restarted process deletes them
 // on its first cleanup. Expected: cleanup is also due when a tail upload

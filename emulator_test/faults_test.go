@@ -285,7 +285,7 @@ func fltCells() []faultCell {
 //
 // The writer's last tick put its tail object (sequences 59..63) and then
 // failed to write the cursor object, which still says shipped_through 58
-// (SPEC §5: a lost cursor update means redelivery, never loss). A restore,
+// (docs/FORMAT.md §6.6: a lost cursor update means redelivery, never loss). A restore,
 // and an Open on an empty disk, whose listing lags and does not show that
 // newest tail object find a complete-looking history through 58: nothing
 // (no gap, no shortfall below shipped_through) tells them that five

@@ -33,7 +33,7 @@ import (
 // during an unbroken chain of groups at most every checkpointMaxLag; at
 // every seal (fsynced) and at Close. It is always encoded from the durable
 // state, so it never claims a frame that no completed fdatasync covers; a
-// lagging one costs a replay from its active_len (SPEC §2). Each appender
+// lagging one costs a replay from its active_len (docs/FORMAT.md §4.3). Each appender
 // returns only after the fdatasync covering its frame.
 
 // checkpointMaxLag bounds how long an unbroken chain of groups leaves
@@ -363,7 +363,7 @@ func (s *Store) applyLatePoisonLocked() {
 // writeCheckpointLocked encodes the durable state and writes it over
 // checkpoint.json (no fsync: it is a cache). The caller holds s.mu and the
 // writer role; s.mu is released during the write. An error poisons the
-// store (a write error is a write error, SPEC §2).
+// store (a write error is a write error, docs/FORMAT.md §4.1).
 func (s *Store) writeCheckpointLocked() error {
 	s.encodeCheckpointLocked()
 	s.mu.Unlock()
@@ -486,7 +486,7 @@ func (s *Store) commitChunk(seg *segment, buf []byte, items []item, end int64, s
 		// The seal and the frames are durable: a checkpoint is a cache
 		// (the next open replays). The failure poisons the store once
 		// the group in flight is published (a write error is a write
-		// error, SPEC §2), so only later appends fail.
+		// error, docs/FORMAT.md §4.1), so only later appends fail.
 		s.mu.Lock()
 		if s.latePoison == nil {
 			s.latePoison = err

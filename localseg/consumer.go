@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// Consumers (SPEC §2). A durable consumer is created by its first pull of a
+// Consumers (docs/FORMAT.md §2.7). A durable consumer is created by its first pull of a
 // non-empty store (a ConsumerCreate frame, durable before the pull
 // returns) and moved by Ack frames. Its cursor never moves backward. Each
 // operation validates against the head state (what the frames queued so

@@ -1,5 +1,5 @@
-// Package localseg is the durable local segment store of one shard (SPEC
-// §2): an append-only log of CRC-framed events and consumer state in
+// Package localseg is the durable local segment store of one shard (docs/FORMAT.md
+// §2–§4): an append-only log of CRC-framed events and consumer state in
 // segment files, made durable with fdatasync before an append returns,
 // recovered after a crash without losing an acknowledged event, and read
 // through an in-memory index of locations.
@@ -29,7 +29,7 @@
 // '"', '\\' and control characters (\b \f \n \r \t by name, the others as
 // \u00XX with lowercase hex); everything else, '<', '>', '&', DEL, U+2028
 // and U+2029 included, is raw UTF-8; no trailing newline. The two golden
-// vectors of SPEC §2 are testdata/golden_frames.bin. Readers accept any
+// vectors of docs/FORMAT.md §2.5 are testdata/golden_frames.bin. Readers accept any
 // valid JSON encoding of a variant (whitespace, field order, unknown fields,
 // escapes); an unknown variant, a missing field, a lone surrogate or
 // invalid UTF-8 anywhere in a body is corruption — nothing is ever decoded
@@ -38,8 +38,8 @@
 // recovery relies on both.
 //
 // A store directory holds seg-<16-digit decimal id>.eslog, checkpoint.json,
-// reclaim.json and LOCK, and (beyond SPEC, a cache) seg-<id>.idx beside
-// sealed segments (see Read index), and (beyond SPEC) shard.json, the shard
+// reclaim.json and LOCK, and (a cache, docs/FORMAT.md §3.6) seg-<id>.idx beside
+// sealed segments (see Read index), and (beyond the seeds' format) shard.json, the shard
 // pair the store was written as: recorded by the first writable open told
 // a pair (Options.Shard), right after the first segment, and compared by
 // every open told one, which refuses another pair with ErrShardMismatch
@@ -47,7 +47,7 @@
 // reclaimed id + 1) and are never reused. A frame never spans two segments:
 // before a frame of F bytes, a non-empty active segment with len+F above
 // SegmentMaxBytes (default 8 MiB, at most 15 MiB) is sealed and the frame
-// starts the next. checkpoint.json carries, beyond the fields SPEC §2 names,
+// starts the next. checkpoint.json carries, beyond the seeds' fields (docs/FORMAT.md §3.4),
 // a crc32 member over the rest (see checkpoint.go): it is rewritten in place
 // without fsync, and a torn rewrite must fail to parse. reclaim.json is
 // {"reclaimed_through_seq":N,"reclaimed_through_segment":M}.
@@ -191,7 +191,7 @@
 // a read-only open never writes one. Every read still checks each frame's
 // CRC, and a per-execution read checks each record's execution id.
 //
-// # Decisions where SPEC is silent
+// # Decisions docs/FORMAT.md leaves to this package
 //
 //   - Page.Clamped is true when some records after the cursor were
 //     reclaimed (after < reclaimed-through); a cursor at the base is not

@@ -1,6 +1,6 @@
 package localseg_test
 
-// Filesystem faults (SPEC §2 durability; CHECKLIST §1.20): a write or fsync
+// Filesystem faults (docs/FORMAT.md §4.1; CHECKLIST §1.20): a write or fsync
 // error poisons the shard, nothing unacknowledged is reported acknowledged,
 // and a reopen (on the same filesystem, whose page cache may hold bytes that
 // never reached the disk, or after a crash) recovers every acknowledged

@@ -7,7 +7,7 @@ import (
 	"unsafe"
 )
 
-// The read index holds locations, never payloads (SPEC §2, Index):
+// The read index holds locations, never payloads (doc.go, Read index):
 //
 //   - per segment, the sequence of its first event and the byte offset of
 //     every event frame, packed in 3 bytes each (segments are below 16 MiB;

@@ -6,7 +6,7 @@ import (
 )
 
 // Reclaim removes sealed segments through throughSegment in the crash-safe
-// order of SPEC §6, holding the writer role (appends wait) throughout:
+// order of docs/FORMAT.md §8.2, holding the writer role (appends wait) throughout:
 //
 //  1. write forward every live consumer's state into the active segment
 //     (an Ack at its cursor, or a ConsumerCreate when it never acked) and

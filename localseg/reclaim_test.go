@@ -66,7 +66,7 @@ func reclaimTarget(t *testing.T, s *localseg.Store, seq uint64) localseg.Segment
 	return through
 }
 
-// TestReclaim: the crash-safe order of SPEC §6, the base offset, consumers
+// TestReclaim: the crash-safe order of docs/FORMAT.md §8.2, the base offset, consumers
 // surviving the removal of the segments that created them, reopen on both
 // the checkpoint and the replay path (CHECKLIST §5.5, §1.24).
 func TestReclaim(t *testing.T) {

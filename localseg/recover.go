@@ -89,7 +89,7 @@ func spanBytes(body []byte, sp frame.Span) []byte {
 
 // walkTail replays the highest segment, whose bytes [base, EOF) are data,
 // and returns its logical end: the end of data, or where a torn tail starts
-// (SPEC §2, Recovery). ckLen is the active_len of a checkpoint that names
+// (docs/FORMAT.md §4.4). ckLen is the active_len of a checkpoint that names
 // this segment (-1 without one): bytes before it were fsynced, so nothing
 // there can be torn.
 func (r *replay) walkTail(id uint64, data []byte, base, ckLen int64) (int64, error) {
@@ -228,7 +228,7 @@ func validFrameIn(data []byte, from, to int) bool {
 	return false
 }
 
-// recover opens the store's files and rebuilds its state (SPEC §2).
+// recover opens the store's files and rebuilds its state (docs/FORMAT.md §4).
 func (s *Store) recover() error {
 	// The shard pair first, before the directory or its lock is touched.
 	if _, err := s.checkShardPair(); err != nil {
@@ -337,7 +337,7 @@ func (s *Store) recover() error {
 const rebuildHint = "; the store is not opened, because a shorter log would give the lost sequences to new events: restore the missing file, or, for a store that ships to a bucket, move the directory aside and rebuild it from the bucket (bucketlog restore, or an Open with the bucket hydrates an empty directory)"
 
 // checkNothingMissing refuses a store whose own durable records show more
-// than its files hold (SPEC §2 files; issue 12): a trusted checkpoint
+// than its files hold (docs/FORMAT.md §3; issue 12): a trusted checkpoint
 // names a segment above the highest file; the index file of a segment
 // exists with no successor (an index file is written only once its
 // segment is sealed, after the successor's directory entry is durable);
@@ -520,7 +520,7 @@ func (s *Store) recoverSegments(ids []uint64, ck *checkpoint, ckFileLen int) err
 			return fmt.Errorf("localseg: read segment %d: %w", highest, err)
 		}
 		// End of file, or zeros where the next header would start: the
-		// checkpoint covers everything (SPEC §2 trust rule).
+		// checkpoint covers everything (docs/FORMAT.md §4.3 trust rule).
 		trusted = isAllZero(peek)
 	}
 

@@ -1,6 +1,6 @@
 package localseg_test
 
-// Replay of sealed segments and the index build (SPEC §2 Recovery): both
+// Replay of sealed segments and the index build (docs/FORMAT.md §4.3, §4.4): both
 // scan segments in parallel and stitch them in log order, so these tests
 // build logs by hand — several sealed segments, with a sequence gap or
 // duplicate inside one or across two, or damage in two places — and check

@@ -27,7 +27,7 @@ import (
 // says where each one is. A segment whose bytes changed in any way — a
 // flipped bit, a torn or foreign write — hashes differently and is replayed
 // frame by frame, so a bad frame is reported exactly as without the file:
-// at the first read, naming segment and offset (SPEC §2). A missing, torn,
+// at the first read, naming segment and offset (docs/FORMAT.md §4.4). A missing, torn,
 // stale or foreign file costs that full replay and nothing else; the file
 // is never fsynced, and a read-only open never writes one.
 //

@@ -204,7 +204,7 @@ func resolveOptions(opts Options) (Options, error) {
 }
 
 // Open opens (creating when writable) the store in dir and recovers it as
-// SPEC §2 describes. A writable open takes the directory's lock and fails
+// docs/FORMAT.md §4 describes. A writable open takes the directory's lock and fails
 // at once with ErrLocked when another writer holds it. A read-only open
 // takes no lock, writes nothing and serves what is on disk (a directory
 // that does not exist reads as an empty store).

@@ -62,7 +62,7 @@ func validateName(what, raw string) (string, error) {
 	return s, nil
 }
 
-// validateEvent checks ev against SPEC §2 and returns it ready to encode.
+// validateEvent checks ev against docs/FORMAT.md §2.6 and returns it ready to encode.
 // The frame length (against the segment cap) is checked by the caller once
 // the sequence is known; tooLarge builds that error.
 func validateEvent(ev *Event) (validEvent, error) {
@@ -92,7 +92,7 @@ func tooLarge(n, maxFrame int64) error {
 	return fmt.Errorf("%w: its frame would be %d bytes, over the segment cap of %d", ErrTooLarge, n, maxFrame)
 }
 
-// ValidateName applies the identifier rule of SPEC §2 to an execution id or
+// ValidateName applies the identifier rule of docs/FORMAT.md §2.6 to an execution id or
 // consumer name — after trimming, 1–256 bytes of [A-Za-z0-9_-] — and
 // returns it trimmed, as the store keeps it.
 func ValidateName(what, raw string) (string, error) { return validateName(what, raw) }

@@ -1,7 +1,7 @@
 // Package metrics holds the engine's Prometheus series as typed fields: one
 // field per series, every label value created up front, so every series
 // exists at zero from the first scrape and a misspelt series is a compile
-// error rather than a panic at run time (SPEC §9's list).
+// error rather than a panic at run time (the README's metric table).
 package metrics
 
 import (
@@ -16,7 +16,7 @@ import (
 	"github.com/bucketlog/bucketlog/blobtier"
 )
 
-// Names lists every metric the engine exports (SPEC §9), without the
+// Names lists every metric the engine exports (the README's metric table), without the
 // bucketlog_ prefix, in the README's order.
 var Names = []string{
 	"eventlog_ops_total", "append_seconds", "fsync_seconds",
@@ -293,7 +293,7 @@ func (m *Shard) Op(op Op, out Outcome) {
 	}
 }
 
-// BucketObserver counts bucket requests (the decorator of SPEC §9).
+// BucketObserver counts bucket requests (a decorator of the bucket).
 func (m *Shard) BucketObserver() blobtier.Observer {
 	return func(op blobtier.Op, res blobtier.Result, up, down int64) {
 		c, ok := m.bucketRequests[[2]string{string(op), string(res)}]

@@ -2,7 +2,7 @@
 // locally, across the bucket (behind the reclaim watermark), and the tail
 // objects a durable segment has superseded.
 //
-// # Plan (SPEC §6)
+// # Plan (docs/FORMAT.md §8.1)
 //
 // MakePlan is pure: from a localseg.Snapshot, a Policy and a "durable in the
 // bucket" function it computes what a pass removes and why.

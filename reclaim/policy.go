@@ -22,7 +22,7 @@ const DefaultMinRetainedSegments = 2
 // the default floor of 2 segments.
 type Policy struct {
 	// Enabled turns GC on. When false a plan removes nothing whatever the
-	// other fields say (SPEC §6: GC is off by default). An operator's
+	// other fields say (docs/FORMAT.md §8.1: GC is off by default). An operator's
 	// explicit gc request sets it.
 	Enabled bool `json:"enabled"`
 	// MinRetainedSegments is the floor: a pass always keeps at least this

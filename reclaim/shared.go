@@ -104,7 +104,7 @@ func (d *DeleteResult) fail(key string, err error) {
 }
 
 // Shared runs one reclaim pass of a shard that ships to a bucket, in the
-// order of SPEC §6:
+// order of docs/FORMAT.md §8.3:
 //
 //  1. adopt: read the bucket's watermark and reclaim the local store up to
 //     it (a pass that crashed after committing it left the store behind);

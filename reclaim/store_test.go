@@ -326,7 +326,7 @@ func TestStoreReadOnlyViewRefusesGC(t *testing.T) { // §5.7
 	}
 }
 
-func TestStoreDeletedConsumerStopsHoldingGC(t *testing.T) { // §1.24 / SPEC §2
+func TestStoreDeletedConsumerStopsHoldingGC(t *testing.T) { // §1.24 / docs/FORMAT.md §2.7
 	st, evs := filled(t, t.TempDir(), localseg.Options{}, 40, "fast", 35)
 	if _, err := st.Pull("stale", 1); err != nil {
 		t.Fatal(err)

@@ -29,7 +29,7 @@ type GCReport struct {
 	Tip            uint64                 `json:"tip"`
 }
 
-// GC runs one explicit shared reclaim pass now (SPEC §6): only segments
+// GC runs one explicit shared reclaim pass now (docs/FORMAT.md §8.3): only segments
 // durable in the bucket go, the watermark is committed first, and bucket
 // objects at or below it are deleted after the local reclaim. sweep lists
 // the shard's objects and deletes every one the watermark covers.

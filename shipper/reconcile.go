@@ -16,7 +16,7 @@ import (
 	"github.com/bucketlog/bucketlog/watermark"
 )
 
-// reconcile is the start-up half of SPEC §7: it reads the bucket's
+// reconcile is the start-up half of Open (docs/FORMAT.md §7.4): it reads the bucket's
 // watermark, segments, tail objects and cursor object, refuses a stale or
 // diverged disk, learns which local segments are durable in the bucket,
 // aligns the watermark with the local reclaim base, and rebuilds the tail

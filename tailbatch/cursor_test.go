@@ -20,7 +20,7 @@ import (
 	"github.com/bucketlog/bucketlog/tailbatch"
 )
 
-// The encoding is the exact compact form of SPEC §5, consumers in name
+// The encoding is the exact compact form of docs/FORMAT.md §6.6, consumers in name
 // order; the golden file pins it.
 func TestEncodeCursorGolden(t *testing.T) {
 	c := tailbatch.Cursor{V: 3, ShippedThrough: 42, Consumers: map[string]uint64{"projector": 40, "audit-2": 0, "B_x": 42}}

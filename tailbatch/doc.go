@@ -1,5 +1,5 @@
 // Package tailbatch ships the unsealed tail of a shard's local log to the
-// bucket as write-once tail objects (SPEC §5).
+// bucket as write-once tail objects (docs/FORMAT.md §6.4, §7.2).
 //
 // # Why
 //

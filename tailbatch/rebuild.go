@@ -14,7 +14,7 @@ type SegRange struct {
 	FirstSeq, LastSeq uint64
 }
 
-// CursorFrom returns the tail cursor of shard at start (SPEC §5) from a
+// CursorFrom returns the tail cursor of shard at start (docs/FORMAT.md §7.2) from a
 // listing of its tail objects already made (a bucket view's, so no request
 // here): the highest sequence covered contiguously from base by durableSegs
 // and the tail objects. base is what needs no coverage (the reclaim

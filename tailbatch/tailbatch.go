@@ -142,7 +142,7 @@ func (o Options) maxBatchesPerPass() int {
 // Stats are the replicator's counters since New. Every field only grows,
 // except ShippedThrough (which only grows too, but is a position) and
 // PendingBytes (a gauge). The engine exports them as the tail_* metrics of
-// SPEC §9: Batches → tail_batches_total, Records → tail_records_total,
+// README.md, Metrics: Batches → tail_batches_total, Records → tail_records_total,
 // Bytes → tail_bytes_total, Failed → tail_replication_failed_total.
 type Stats struct {
 	// Batches, Records and Bytes count committed tail objects, the events

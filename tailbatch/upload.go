@@ -11,7 +11,7 @@ import (
 )
 
 // Epoch is the ownership epoch written on tail objects. Writer fencing does
-// not exist yet (SPEC §4), so it is always 0.
+// not exist yet (docs/FORMAT.md §6.8), so it is always 0.
 const Epoch = 0
 
 // UploadError reports a failed tail object upload. It unwraps to the cause:

@@ -305,7 +305,7 @@ func execOwnedBy(t *testing.T, shard, count int) string {
 }
 
 // TestHappyPaths runs every log command on one store and checks each
-// output's exact shape and values (SPEC §9; CHECKLIST §1.1–1.4).
+// output's exact shape and values (doc.go; CHECKLIST §1.1–1.4).
 func TestHappyPaths(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
 	payload := `<a href="x">&amp; é — 日本</a>` + "\u2028"
@@ -814,7 +814,7 @@ func TestBackendSelector(t *testing.T) {
 			t.Errorf("%q: no warning on stderr:\n%s", v, r)
 		}
 	}
-	// Only the exact token selects it (SPEC §8; issue 12, finding 13): with
+	// Only the exact token selects it (the README's Configuration table; issue 12, finding 13): with
 	// blanks around it the durable store is kept, with a warning.
 	dir := filepath.Join(t.TempDir(), "d")
 	r := ok(t, []string{"NOETL_EHDB_EVENTLOG_BACKEND= local_reference "}, "append", "--dir", dir, "--execution-id", "1", "--transaction-id", "t", "--payload", "p")

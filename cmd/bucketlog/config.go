@@ -14,7 +14,7 @@ import (
 	"github.com/bucketlog/bucketlog/reclaim"
 )
 
-// Environment variables of SPEC §8.
+// Environment variables of the README's Configuration table.
 const (
 	EnvBackend            = "NOETL_EHDB_EVENTLOG_BACKEND"
 	EnvGC                 = "NOETL_EHDB_EVENTLOG_GC"
@@ -57,7 +57,7 @@ type Config struct {
 	Warnings []string `json:"warnings"`
 }
 
-// ConfigFromEnv reads SPEC §8's variables through getenv (os.Getenv in
+// ConfigFromEnv reads the README's Configuration table's variables through getenv (os.Getenv in
 // production). Parsing is fail-safe: an unset, empty or unknown value keeps
 // the default and adds a warning; it never changes the authoritative store
 // or starts deleting data. The one hard error is a partial or invalid shard
@@ -80,7 +80,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 
 	// The backend selector and the GC policy have their own fail-safe
 	// parsers next to the code they select. The non-durable driver is
-	// selected only by the exact token (SPEC §8): a value that is the
+	// selected only by the exact token (the README's Configuration table): a value that is the
 	// token with blanks around it keeps the durable store, with a warning.
 	raw := getenv(EnvBackend)
 	switch b, w := localref.ParseBackend(raw); {

@@ -3,7 +3,7 @@ package main
 import "testing"
 
 // TestBackendTokenExact: only the exact token selects the non-durable
-// local_reference driver (SPEC §8; issue 12, finding 13); the token with
+// local_reference driver (the README's Configuration table; issue 12, finding 13); the token with
 // blanks around it keeps durable_segment and warns.
 func TestBackendTokenExact(t *testing.T) {
 	for raw, want := range map[string]string{

@@ -13,7 +13,7 @@ func envOf(kv map[string]string) func(string) string {
 	return func(k string) string { return kv[k] }
 }
 
-// TestConfigFromEnvTable covers every variable of SPEC §8: unset, empty and
+// TestConfigFromEnvTable covers every variable of the README's Configuration table: unset, empty and
 // unknown values keep the default (with a warning for the unknown ones),
 // and only well-formed values change anything.
 func TestConfigFromEnvTable(t *testing.T) {

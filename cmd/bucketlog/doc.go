@@ -1,6 +1,6 @@
 // Command bucketlog is the operator's tool for the bucketlog event log: one
 // engine (the root package) behind every command, one JSON object on stdout,
-// everything else on stderr, and SPEC §9's exit codes.
+// everything else on stderr, and the exit codes listed under Errors.
 //
 // # Commands
 //
@@ -46,7 +46,7 @@
 //
 // # Configuration
 //
-// The environment of SPEC §8 is read first (ConfigFromEnv); flags
+// The environment (README.md, Configuration) is read first (ConfigFromEnv); flags
 // override it. Ignored values are logged on stderr as warnings. The routing
 // commands (append, the affinity drives, serve) take --shard-index and
 // --shard-count together, else NOETL_SHARD_INDEX/NOETL_SHARD_COUNT, else 0

@@ -16,7 +16,7 @@ import (
 
 // The checks here run before any store is opened, so that input the store
 // would refuse never creates a shard directory, takes a lock or writes a
-// byte. They apply SPEC §2's rules; the store applies them again (it is the
+// byte. They apply the rules of docs/FORMAT.md §2.6; the store applies them again (it is the
 // authority) and the two agree by construction of the tests.
 
 // checkName and checkEvent are the store's own rules (localseg), applied
@@ -28,7 +28,7 @@ func checkEvent(ev localseg.Event, segMax int64) (localseg.Event, error) {
 }
 
 // checkOwned refuses an event of an execution own does not own, naming the
-// owner, as the engine would (SPEC §3).
+// owner, as the engine would (docs/FORMAT.md §5).
 func checkOwned(own affinity.Ownership, ev localseg.Event) error {
 	if owner := own.OwnerOf(ev.ExecutionID); owner != own.Index {
 		return &affinity.NotOwnerError{Owner: owner, Shard: own.Index, ExecutionID: ev.ExecutionID}

@@ -2,7 +2,7 @@ package main
 
 import "github.com/bucketlog/bucketlog"
 
-// exitCode is the process exit code of a class (SPEC §9).
+// exitCode is the process exit code of a class (doc.go, Errors).
 func exitCode(class string) int {
 	switch class {
 	case bucketlog.ClassOK:

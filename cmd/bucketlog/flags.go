@@ -16,7 +16,7 @@ import (
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
-// Page limits of scan, read and tail (SPEC §9).
+// Page limits of scan, read and tail: the default and the largest page.
 const (
 	defaultLimit = 1000
 	maxLimit     = 100000
@@ -47,7 +47,7 @@ const (
 )
 
 // newFlags starts a command's flag set. The parser never prints or exits by
-// itself: parse reports errors the SPEC §9 way.
+// itself: parse reports errors as doc.go describes under Errors.
 func newFlags(name, synopsis, about string) *flagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -147,7 +147,7 @@ func (c *cli) logger(def slog.Level) *slog.Logger {
 	return slog.New(slog.NewTextHandler(c.stderr, opts))
 }
 
-// envConfig is the configuration the environment gives (SPEC §8), read
+// envConfig is the configuration the environment gives (doc.go, Configuration), read
 // once per command. shardErr is a partial or invalid NOETL_SHARD_INDEX /
 // NOETL_SHARD_COUNT pair: an error for the commands that take their shard
 // from it, and overridden by flags that give the shard.
@@ -175,7 +175,7 @@ func (c *cli) options(env envConfig) bucketlog.Options {
 	return o
 }
 
-// storeFlags are SPEC §9's store flags.
+// storeFlags are the store flags: --dir (alias --root), --segment-max-bytes, --seal-max-age.
 type storeFlags struct {
 	dir, root string
 	segMax    int64

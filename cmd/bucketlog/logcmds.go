@@ -16,7 +16,7 @@ import (
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
-// Actions of the outputs (SPEC §9).
+// Actions of the outputs (doc.go, Commands).
 const (
 	actionAppend         = "eventlog-append"
 	actionAppendBatch    = "eventlog-append-batch"

@@ -27,7 +27,7 @@ import (
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
-// HTTP limits of SPEC §9.
+// HTTP limits (serveAbout).
 const (
 	// defaultMaxBody caps a request body.
 	defaultMaxBody = 16 << 20
@@ -51,10 +51,10 @@ const (
 
 func init() {
 	register(command{name: "serve", group: groupServer, run: runServe,
-		summary: "serve the owned shard over HTTP (SPEC §9 API, /metrics, /healthz, /readyz)"})
+		summary: "serve the owned shard over HTTP (the HTTP API of serve --help, /metrics, /healthz, /readyz)"})
 }
 
-// api is serve's HTTP handler: the SPEC §9 routes over one owned shard.
+// api is serve's HTTP handler: the routes of serveAbout over one owned shard.
 // Until setLog hands it the opened engine, every /v1 request and /readyz
 // answer 503 (the listener comes up before Open, which may be hydrating a
 // shard from the bucket for a long time, so liveness probes see the
@@ -225,7 +225,7 @@ func (e *statusError) Error() string { return e.err.Error() }
 func (e *statusError) Unwrap() error { return e.err }
 
 // httpStatus is the status of err: its own when it carries one, else the
-// class's (SPEC §9).
+// class's (doc.go, Errors).
 func httpStatus(err error) int {
 	var se *statusError
 	if errors.As(err, &se) {
@@ -498,7 +498,7 @@ func cutOf(cut bool, recs []localseg.Record) pageCut {
 	return pageCut{Truncated: true, NextAfter: recs[len(recs)-1].Seq}
 }
 
-// The answers of SPEC §9 with pageCut's fields after theirs.
+// The answers of the HTTP API with pageCut's fields after theirs.
 type (
 	scanPage struct {
 		scanOutput
@@ -515,7 +515,7 @@ type (
 )
 
 // readExecution is GET /v1/executions/{id}/events?after=&limit=. Over HTTP
-// a non-owner read is not cold-loaded (SPEC §3): it answers 421 naming the
+// a non-owner read is not cold-loaded (serveAbout, Routes): it answers 421 naming the
 // owner, so the client asks the owner, which serves it from its resident
 // store.
 func (a *api) readExecution(w http.ResponseWriter, r *http.Request, l *bucketlog.Log) {
@@ -627,7 +627,7 @@ type serveOutput struct {
 }
 
 const serveAbout = `
-Serves the shard this process owns over HTTP (SPEC §9). There is NO
+Serves the shard this process owns over HTTP. There is NO
 AUTHENTICATION: anyone who reaches the address can append, read, and move or
 delete consumers. Keep the default loopback address, or put serve behind a
 proxy that authenticates.

@@ -539,7 +539,7 @@ func eventJSON(id, txn, payload string) string {
 	return string(b)
 }
 
-// TestServeHandlerStatuses walks SPEC §9's statuses through the handler,
+// TestServeHandlerStatuses walks serve's HTTP statuses (serveAbout) through the handler,
 // in order, over one engine owning shard 0 of 2. Every refusal is checked
 // to have written nothing.
 func TestServeHandlerStatuses(t *testing.T) {

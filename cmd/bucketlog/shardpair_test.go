@@ -77,7 +77,7 @@ func snapshotFiles(t *testing.T, dir string) map[string]string {
 	return out
 }
 
-// TestBackendTokenIsExact: SPEC §8 selects the non-durable local_reference
+// TestBackendTokenIsExact: the README's Configuration table selects the non-durable local_reference
 // driver only by that exact token; a value with surrounding blanks keeps
 // the durable store (with a warning).
 func TestBackendTokenIsExact(t *testing.T) {

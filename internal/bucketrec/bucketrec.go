@@ -26,7 +26,7 @@ type Record struct {
 }
 
 // Check refuses to open a shard directory that records another
-// bucket than the one it is opened with (bucket.json, SPEC §4): a typo in a
+// bucket than the one it is opened with (bucket.json, docs/FORMAT.md §3.8): a typo in a
 // bucket URL or prefix would otherwise ship the store there, and GC would
 // reclaim against that bucket's watermark. It runs before Open changes any
 // byte. A directory without a record, or an Open without a bucket, is not

@@ -21,7 +21,7 @@ import (
 const MaxAffinityShards = 64
 
 // affinityExecutionBase is the first id the drive tries: a snowflake-like
-// decimal id (one of the SPEC §3 vectors), so the drive routes real-looking
+// decimal id (one of the docs/FORMAT.md §5 vectors), so the drive routes real-looking
 // ids through the int64 path of ShardFor.
 const affinityExecutionBase = 320816801799737344
 

@@ -48,7 +48,7 @@ func prepareRoot(root string) error {
 	return nil
 }
 
-// Record is one event as the JSON outputs show it (SPEC §9).
+// Record is one event as the JSON outputs show it (cmd/bucketlog/doc.go).
 type Record struct {
 	GlobalSequence uint64 `json:"global_sequence"`
 	ExecutionID    string `json:"execution_id"`

@@ -288,7 +288,7 @@ func uploadSealed(ctx context.Context, b blobtier.Bucket, r *gcReplica) error {
 }
 
 // durableInBucket returns the set of the store's sealed segments whose
-// bucket object has the local length and digest (SPEC §4: never mere
+// bucket object has the local length and digest (docs/FORMAT.md §7.1: never mere
 // presence of the key).
 func durableInBucket(ctx context.Context, b blobtier.Bucket, shard uint32, st *localseg.Store) (func(uint64) bool, error) {
 	snap, err := st.Snapshot()

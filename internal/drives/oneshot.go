@@ -11,7 +11,7 @@ import (
 )
 
 // Actions of the one-shot verbs. They are the actions of the plain append
-// and read outputs (SPEC §9), so a consumer of those outputs reads these
+// and read outputs (cmd/bucketlog/doc.go), so a consumer of those outputs reads these
 // too; the decision fields tell the routed outputs apart.
 const (
 	ActionAppend = "eventlog-append"
@@ -19,7 +19,7 @@ const (
 )
 
 // AppendOutcome is the output of durable-eventlog-affinity-append: the
-// append outcome of SPEC §9 plus the routing decision. When the replica is
+// append outcome of cmd/bucketlog/doc.go plus the routing decision. When the replica is
 // not the owner, Decision is affinity.DecisionNotOwner, GlobalSequence and
 // LogRecordCount are null and nothing was written; the CLI prints it and
 // exits 6.
@@ -42,7 +42,7 @@ func (o AppendOutcome) Refused() bool { return o.Decision == affinity.DecisionNo
 
 // NotOwner returns the refusal as a *affinity.NotOwnerError (nil when the
 // append was served), for callers that report refusals through their error
-// path (SPEC §9: class not_owner with owner_shard).
+// path (cmd/bucketlog/doc.go: class not_owner with owner_shard).
 func (o AppendOutcome) NotOwner() error {
 	if !o.Refused() {
 		return nil
@@ -51,7 +51,7 @@ func (o AppendOutcome) NotOwner() error {
 }
 
 // ReadOutcome is the output of durable-eventlog-affinity-read: the read
-// outcome of SPEC §9 plus who served it (affinity.ServedByOwnerResident or
+// outcome of cmd/bucketlog/doc.go plus who served it (affinity.ServedByOwnerResident or
 // affinity.ServedByNonOwnerColdLoad).
 type ReadOutcome struct {
 	Action      string   `json:"action"`

@@ -228,7 +228,7 @@ func verifyRecovery(dir, consumer string, events []localseg.Event, acked uint64,
 	}
 }
 
-// validIdentifier applies the identifier rule of SPEC §2 to an already
+// validIdentifier applies the identifier rule of docs/FORMAT.md §2.6 to an already
 // trimmed name.
 func validIdentifier(id string) error {
 	if id == "" || len(id) > localseg.MaxIDLen {

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// EnvBackend selects the storage engine (SPEC §8).
+// EnvBackend selects the storage engine (README.md, Configuration).
 const EnvBackend = "NOETL_EHDB_EVENTLOG_BACKEND"
 
 // Backend names a storage engine.

@@ -25,7 +25,7 @@
 // driver never reclaims), a consumer created on its first pull of a non-empty
 // log (a pull of an empty log writes nothing), acks at or below the cursor
 // are no-ops, ack 0 or beyond the tip is an invalid-state error, identifiers
-// trimmed and checked as in SPEC §2, and an event whose durable frame would
+// trimmed and checked as in docs/FORMAT.md §2.6, and an event whose durable frame would
 // exceed the segment size refused as too large.
 //
 // # Crash assumptions

@@ -42,7 +42,7 @@ func openReference(dir string) (eventLog, error) {
 	return Open(filepath.Join(dir, "log.jsonl"), Options{})
 }
 
-// errClass maps an error to the class a caller can observe (SPEC §9), with
+// errClass maps an error to the class a caller can observe (cmd/bucketlog/doc.go, Errors), with
 // the finer distinctions the two drivers must also agree on.
 func errClass(err error) string {
 	switch {

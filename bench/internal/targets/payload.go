@@ -53,7 +53,7 @@ func ExecIDs(n int) []string {
 func TxnID(seq uint64) string { return "txn-" + strconv.FormatUint(seq, 10) }
 
 // LimitRecord builds the record the physical-limit loops write: a frame laid
-// out as SPEC §2 describes (magic, length, CRC-32 of the body, then the JSON
+// out as docs/FORMAT.md §2.1 describes (magic, length, CRC-32 of the body, then the JSON
 // body of an Event), encoded here by hand so the limits do not depend on the
 // code under test. Its length is what bucketlog writes for the same payload
 // at a seven-digit sequence, so the loops move the same bytes per append.

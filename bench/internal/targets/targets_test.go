@@ -85,7 +85,7 @@ func TestDriveReportsAppendErrors(t *testing.T) {
 }
 
 // The limit loops write the record bucketlog writes for the same payload:
-// a valid SPEC §2 frame of the same length as localseg's own encoding.
+// a valid docs/FORMAT.md §2 frame of the same length as localseg's own encoding.
 func TestLimitRecordIsABucketlogFrame(t *testing.T) {
 	for _, size := range []int{256, 4096} {
 		p := MakePayload(size)
