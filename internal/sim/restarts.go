@@ -23,8 +23,43 @@ func (r *run) opRestartKeep(ctx context.Context) *violation {
 	r.logf("close %s", errClass(err))
 	r.markUnknown()
 	r.stats.Restarts["keep"]++
+	if !r.known[8] {
+		if v := r.checkAnotherBucket(ctx); v != nil {
+			return v
+		}
+	}
 	v, _ := r.reopen(ctx, "disk kept")
 	return v
+}
+
+// checkAnotherBucket opens the stopped shard naming a bucket it never
+// shipped to (a typo in the URL): the open must be refused as usage before
+// it changes a byte (issue 12, finding 8). It draws no random number, so
+// it leaves every seed's schedule as it was.
+func (r *run) checkAnotherBucket(ctx context.Context) *violation {
+	if r.w.emptyStore() || !r.w.hasBucketRecord() {
+		return nil
+	}
+	r.stats.Steps["open-another-bucket"]++
+	r.w.bucketURL = otherBucketURL
+	defer func() { r.w.bucketURL = simBucketURL }()
+	before := diskFiles(r.w.disk, r.w.dir())
+	if err := r.w.mirror(r.w.disk, r.w.dir()); err != nil {
+		return fail("sim", "mirror: %v", err)
+	}
+	l, err := bucketlog.Open(ctx, r.w.options())
+	r.logf("open naming another bucket -> %s", errClass(err))
+	if err == nil {
+		l.Close()
+		return fail("another-bucket-accepted", "a store that ships to %s opened with %s", simBucketURL, otherBucketURL)
+	}
+	if changed := diffFiles(before, diskFiles(r.w.disk, r.w.dir())); changed != "" {
+		return fail("refused-open-changed-disk", "the open naming another bucket (%v) changed the disk: %s", err, changed)
+	}
+	if !errors.Is(err, bucketlog.ErrUsage) {
+		return fail("another-bucket-accepted", "the open naming another bucket failed as %s, not usage: %v", errClass(err), err)
+	}
+	return nil
 }
 
 func (r *run) opCrash(ctx context.Context) *violation {

@@ -46,12 +46,23 @@ type world struct {
 	saved []*faultfs.MemFS // older copies of the disk
 	fresh int              // restore directories made
 	opens int              // Logs opened (a new one is read from the start)
+	// bucketURL names the bucket the Log is opened with (the injected
+	// bucket is what it talks to): bucket.json records it, so an open
+	// naming another bucket must be refused (issue 12, finding 8).
+	bucketURL string
 }
+
+// simBucketURL is the name of the simulation's one bucket, and
+// otherBucketURL one the shard never shipped to.
+const (
+	simBucketURL   = "mem://sim"
+	otherBucketURL = "mem://sim-another-bucket"
+)
 
 const shard0 = "shard-0000"
 
 func newWorld(root string, seed uint64, syncMode bool) *world {
-	w := &world{root: root, clock: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), rules: map[int]int{}, sync: syncMode}
+	w := &world{root: root, clock: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), rules: map[int]int{}, sync: syncMode, bucketURL: simBucketURL}
 	w.raw = memcas.New(w.now)
 	w.fb = faultbucket.NewDriver(w.raw, seed)
 	w.fb.SetClock(w.now)
@@ -85,6 +96,7 @@ func (w *world) options() bucketlog.Options {
 		Dir:             w.dir(),
 		FS:              faultfs.Wrap(w.disk, w.inj),
 		Bucket:          w.bkt,
+		BucketURL:       w.bucketURL,
 		Now:             w.now,
 		NoBackground:    true,
 		SyncToBucket:    w.sync,
@@ -118,6 +130,12 @@ func (w *world) open(ctx context.Context) (err error, changed string) {
 	w.log = l
 	w.opens++
 	return nil, ""
+}
+
+// hasBucketRecord reports whether the shard directory records its bucket.
+func (w *world) hasBucketRecord() bool {
+	_, ok := w.disk.Files()[path.Clean("/"+filepath.Join(w.dir(), shard0, "bucket.json"))]
+	return ok
 }
 
 func (w *world) emptyStore() bool {
