@@ -187,9 +187,16 @@ func (r *run) older(ctx context.Context, pick int) *violation {
 	r.stats.Restarts["older"]++
 	r.heal()
 	curBad := r.cursorDamaged(ctx)
+	wmBefore, wmHad := r.w.raw.Raw(blobtier.WatermarkKey(0))
+	wmBad, hydrates := r.watermarkDamaged(), r.w.emptyStore()
 	v, oerr := r.reopen(ctx, "older copy")
 	if v != nil {
 		return v
+	}
+	if oerr != nil && !hydrates {
+		if v := r.refusedKeepsWatermark(wmBefore, wmHad, wmBad, oerr); v != nil {
+			return v
+		}
 	}
 	if oerr != nil {
 		r.w.disk = current

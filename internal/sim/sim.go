@@ -171,11 +171,13 @@ var ops = []op{
 	{"damage-at-rest", 2, true, func(r *run, ctx context.Context) *violation { return r.opDamage() }},
 	{"heal", 3, true, func(r *run, ctx context.Context) *violation { r.heal(); r.logf("heal"); return nil }},
 	{"lose-segment", 1, true, func(r *run, ctx context.Context) *violation { return r.opLoseSegment(ctx) }},
+	{"fault-damaged-put", 1, true, func(r *run, ctx context.Context) *violation { return r.opDamagedPut(ctx) }},
 }
 
 // needsLog: these ops run on an open Log.
 var needsLog = map[string]bool{"append": true, "batch": true, "pull": true, "ack": true, "delete-consumer": true,
-	"tick": true, "seal": true, "gc": true, "restart-keep": true, "restart-crash-mid-op": true, "restart-older": true, "lose-segment": true}
+	"tick": true, "seal": true, "gc": true, "restart-keep": true, "restart-crash-mid-op": true, "restart-older": true, "lose-segment": true,
+	"fault-damaged-put": true}
 
 func (r *run) pick(faulty bool) op {
 	total := 0
