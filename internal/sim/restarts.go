@@ -19,9 +19,11 @@ import (
 )
 
 func (r *run) opRestartKeep(ctx context.Context) *violation {
+	segs, reclaimedSeg := r.liveSegments()
 	err := r.w.close()
 	r.logf("close %s", errClass(err))
 	r.markUnknown()
+	r.noteMustRepair(ctx, segs, reclaimedSeg)
 	r.stats.Restarts["keep"]++
 	if !r.known[8] {
 		if v := r.checkAnotherBucket(ctx); v != nil {
@@ -64,6 +66,7 @@ func (r *run) checkAnotherBucket(ctx context.Context) *violation {
 
 func (r *run) opCrash(ctx context.Context) *violation {
 	torn := r.rng.IntN(2) == 0
+	segs, reclaimedSeg := r.liveSegments()
 	r.w.crash(torn, r.rng.Uint64())
 	if torn {
 		r.markUnknown()
@@ -72,6 +75,7 @@ func (r *run) opCrash(ctx context.Context) *violation {
 		r.stats.Restarts["crash"]++
 	}
 	r.logf("crash torn=%v", torn)
+	r.noteMustRepair(ctx, segs, reclaimedSeg)
 	v, _ := r.reopen(ctx, "after crash")
 	return v
 }
@@ -137,6 +141,7 @@ func (r *run) adopt(ctx context.Context, why string) *violation {
 	}
 	r.logf("  adopted: base %d tip %d", got.base, got.tip)
 	r.m.newDisk(got)
+	clear(r.mustRepair)
 	if curBad {
 		r.forgetLostDeletions(got)
 	}
@@ -187,9 +192,16 @@ func (r *run) older(ctx context.Context, pick int) *violation {
 	r.stats.Restarts["older"]++
 	r.heal()
 	curBad := r.cursorDamaged(ctx)
+	wmBefore, wmHad := r.w.raw.Raw(blobtier.WatermarkKey(0))
+	wmBad, hydrates := r.watermarkDamaged(), r.w.emptyStore()
 	v, oerr := r.reopen(ctx, "older copy")
 	if v != nil {
 		return v
+	}
+	if oerr != nil && !hydrates {
+		if v := r.refusedKeepsWatermark(wmBefore, wmHad, wmBad, oerr); v != nil {
+			return v
+		}
 	}
 	if oerr != nil {
 		r.w.disk = current
@@ -205,6 +217,7 @@ func (r *run) older(ctx context.Context, pick int) *violation {
 		return v
 	}
 	r.m.newDisk(got)
+	clear(r.mustRepair)
 	if curBad {
 		r.forgetLostDeletions(got)
 	}

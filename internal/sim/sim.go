@@ -107,10 +107,13 @@ type run struct {
 	stats   *Stats
 	log     strings.Builder
 	pulled  map[string]uint64
-	undeliv map[string]bool          // deleted consumers not yet covered by a whole Ship pass
-	damaged map[string]string        // key → the damaged bytes left at rest
-	ruleOf  map[int]faultbucket.Rule // faultbucket rule id → the rule
-	burst   bool                     // appends carry big payloads
+	undeliv map[string]bool   // deleted consumers not yet covered by a whole Ship pass
+	damaged map[string]string // key → the damaged bytes left at rest
+	// mustRepair: damaged segment objects a restart must repair (key →
+	// w.opens at the restart; see noteMustRepair).
+	mustRepair map[string]int
+	ruleOf     map[int]faultbucket.Rule // faultbucket rule id → the rule
+	burst      bool                     // appends carry big payloads
 	// unrecoverable: the disk was lost with data damaged at rest; the run
 	// ends at the next step (nothing can be required of it).
 	unrecoverable bool
@@ -130,7 +133,7 @@ func (r *run) logf(format string, args ...any) {
 func Run(seed uint64, cfg Config, stats *Stats) Result {
 	rng := rand.New(rand.NewPCG(seed, seed*0x9e3779b97f4a7c15+1))
 	r := &run{cfg: cfg, seed: seed, rng: rng, m: newModel(), known: cfg.Known, stats: stats,
-		pulled: map[string]uint64{}, wmFired: map[int]int{}, undeliv: map[string]bool{}, damaged: map[string]string{}, ruleOf: map[int]faultbucket.Rule{}}
+		pulled: map[string]uint64{}, wmFired: map[int]int{}, undeliv: map[string]bool{}, damaged: map[string]string{}, mustRepair: map[string]int{}, ruleOf: map[int]faultbucket.Rule{}}
 	if r.known == nil {
 		r.known = map[int]bool{}
 	}
@@ -171,11 +174,13 @@ var ops = []op{
 	{"damage-at-rest", 2, true, func(r *run, ctx context.Context) *violation { return r.opDamage() }},
 	{"heal", 3, true, func(r *run, ctx context.Context) *violation { r.heal(); r.logf("heal"); return nil }},
 	{"lose-segment", 1, true, func(r *run, ctx context.Context) *violation { return r.opLoseSegment(ctx) }},
+	{"fault-damaged-put", 1, true, func(r *run, ctx context.Context) *violation { return r.opDamagedPut(ctx) }},
 }
 
 // needsLog: these ops run on an open Log.
 var needsLog = map[string]bool{"append": true, "batch": true, "pull": true, "ack": true, "delete-consumer": true,
-	"tick": true, "seal": true, "gc": true, "restart-keep": true, "restart-crash-mid-op": true, "restart-older": true, "lose-segment": true}
+	"tick": true, "seal": true, "gc": true, "restart-keep": true, "restart-crash-mid-op": true, "restart-older": true, "lose-segment": true,
+	"fault-damaged-put": true}
 
 func (r *run) pick(faulty bool) op {
 	total := 0
@@ -350,6 +355,9 @@ func (r *run) calm(ctx context.Context) *violation {
 			r.w.advance(20e9)
 			rep, err := r.w.log.Ship(ctx, true)
 			r.noteShipped(err)
+			if v := r.checkRepaired(err); v != nil {
+				return v
+			}
 			ok, why := r.w.log.Health()
 			r.logf("calm ship -> shipped %d tip %d ready=%v %s", rep.ShippedThrough, rep.Tip, ok, errClass(err))
 			if err == nil && ok && r.w.log.ShippedThrough() == r.w.log.Store().Tip() {

@@ -199,6 +199,9 @@ func (r *run) opShip(ctx context.Context, seal bool) *violation {
 	rep, err := r.w.log.Ship(ctx, seal)
 	r.logf("ship seal=%v +%s -> shipped %d tip %d %s", seal, d, rep.ShippedThrough, rep.Tip, errClass(err))
 	r.noteShipped(err)
+	if v := r.checkRepaired(err); v != nil {
+		return v
+	}
 	// A segment that cannot upload must not keep the tail from shipping
 	// (finding 4: a partly failed upload pass and a GC stall it).
 	if segOnly && ready && !r.known[4] && r.w.log.ShippedThrough() < tip {
