@@ -77,3 +77,46 @@ func TestRebuiltCursorObjectNeverLowersShippedThrough(t *testing.T) {
 		t.Fatalf("restore after the segment was put again: %v", err)
 	}
 }
+
+// The same with a damaged tail object of ours instead of a segment (found
+// by internal/sim, seed 223: the rebuild's floor counted the listing after
+// the damaged tail objects had been filtered out of it in place, and wrote
+// 0 over a mark at 12): the tick ships its events again, so it counts.
+func TestRebuiltCursorObjectCountsOurDamagedTailObject(t *testing.T) {
+	ctx := ctxT(t)
+	raw := memblob.OpenBucket(nil)
+	b := blobtier.New(raw, blobtier.Options{})
+	defer b.Close()
+	opts := Options{Dir: t.TempDir(), Bucket: b, NoBackground: true, StartupTimeout: 2 * time.Second, Logger: quiet()}
+	l := mustOpen(t, opts)
+	n := 0
+	for _, through := range []int{5, 10} {
+		for n < through {
+			n++
+			if _, err := l.Append(ctx, ev("1", n)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if rep, err := l.Ship(ctx, false); err != nil || rep.ShippedThrough != uint64(through) {
+			t.Fatalf("ship: %+v %v", rep, err)
+		}
+	}
+	closeOK(t, l)
+	damageAtRest(t, raw, blobtier.TailKey(0, 1, 5))
+	damageAtRest(t, raw, blobtier.CursorKey(0))
+	l = mustOpen(t, opts)
+	defer l.Close()
+	c, _, err := tailbatch.ReadCursor(ctx, b, 0)
+	if err != nil {
+		t.Fatalf("the cursor object was not rebuilt: %v", err)
+	}
+	if c.ShippedThrough < 10 {
+		t.Fatalf("the rebuilt cursor object moved shipped_through from 10 to %d", c.ShippedThrough)
+	}
+	if _, err := l.Ship(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := Restore(ctx, RestoreOptions{Bucket: b, Dir: t.TempDir()}); err != nil || rep.LastSeq != 10 {
+		t.Fatalf("restore after the tail was shipped again: %+v, %v", rep, err)
+	}
+}

@@ -230,7 +230,9 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 	// and vouched for by the cursor object. The tick's upload replaces it
 	// when its batch has the same key; otherwise a restore passes over it
 	// (the new object holds its events) and tail cleanup removes it.
-	intact := slices.DeleteFunc(tv.TailObjects, func(info blobtier.ObjectInfo) bool { return damagedTails[info.Key] })
+	// (A copy: DeleteFunc clears the slice it filters, and the damaged
+	// cursor's floor below counts the whole listing.)
+	intact := slices.DeleteFunc(slices.Clone(tv.TailObjects), func(info blobtier.ObjectInfo) bool { return damagedTails[info.Key] })
 	shipped := tailbatch.CursorFrom(s.shard, snap.ReclaimedSeq, ranges, intact)
 	s.repl = tailbatch.New(s.shard, shipped, tailbatch.Options{Disabled: !s.tailOn})
 	if curDamaged {
