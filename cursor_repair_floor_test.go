@@ -8,6 +8,7 @@ import (
 	"gocloud.dev/blob/memblob"
 
 	"github.com/bucketlog/bucketlog/blobtier"
+	"github.com/bucketlog/bucketlog/blobtier/faultbucket"
 	"github.com/bucketlog/bucketlog/tailbatch"
 )
 
@@ -118,5 +119,43 @@ func TestRebuiltCursorObjectCountsOurDamagedTailObject(t *testing.T) {
 	}
 	if rep, err := Restore(ctx, RestoreOptions{Bucket: b, Dir: t.TempDir()}); err != nil || rep.LastSeq != 10 {
 		t.Fatalf("restore after the tail was shipped again: %+v, %v", rep, err)
+	}
+}
+
+// A segment object read back damaged at start once, by a fault on the way,
+// is intact at rest: Open reads it once more before it deletes it as a
+// damaged upload (found by internal/sim, seed 235: the delete made a gap,
+// and a crash before the segment was put again left the next rebuild of a
+// damaged cursor object nothing to count past it; shipped_through went
+// from 25 to 0).
+func TestOpenRereadsASegmentReadBackDamaged(t *testing.T) {
+	ctx := ctxT(t)
+	raw := memblob.OpenBucket(nil)
+	fb := faultbucket.New(raw, 1)
+	b := blobtier.New(fb.Bucket(), blobtier.Options{})
+	defer b.Close()
+	opts := Options{Dir: t.TempDir(), Bucket: b, NoBackground: true, StartupTimeout: 2 * time.Second, Logger: quiet()}
+	l := mustOpen(t, opts)
+	for i := 1; i <= 10; i++ {
+		if _, err := l.Append(ctx, ev("1", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rep, err := l.Ship(ctx, true); err != nil || rep.ShippedThrough != 10 {
+		t.Fatalf("ship: %+v %v", rep, err)
+	}
+	closeOK(t, l)
+	// Without the cursor object's shipped_through, Open reads segment 1
+	// back; the first read comes back short.
+	damageAtRest(t, raw, blobtier.CursorKey(0))
+	key := blobtier.SegmentKey(0, 1)
+	fb.MustAdd(faultbucket.Rule{Op: faultbucket.OpRead, Kind: faultbucket.Truncate, Key: key, Bytes: 7, Times: 1})
+	l = mustOpen(t, opts)
+	defer l.Close()
+	if ok, err := raw.Exists(ctx, key); err != nil || !ok {
+		t.Fatalf("Open deleted the intact segment object %s after one damaged read (exists %v, %v)", key, ok, err)
+	}
+	if c, _, err := tailbatch.ReadCursor(ctx, b, 0); err != nil || c.ShippedThrough != 10 {
+		t.Fatalf("the rebuilt cursor object: %+v, %v", c, err)
 	}
 }

@@ -359,7 +359,14 @@ func (s *Shipper) matches(ctx context.Context, info blobtier.ObjectInfo, seg loc
 	if !readBack {
 		return true, false, nil
 	}
-	got, _, err := s.b.Get(ctx, info.Key)
+	// A read damaged on the way looks like a damaged object, and the
+	// verdict deletes a damaged one: read once more before believing it.
+	var got []byte
+	for try := 0; try < 2; try++ {
+		if got, _, err = s.b.Get(ctx, info.Key); !errors.Is(err, blobtier.ErrCorrupt) {
+			break
+		}
+	}
 	if errors.Is(err, blobtier.ErrCorrupt) {
 		return false, true, nil
 	}
