@@ -8,6 +8,7 @@ import (
 	"gocloud.dev/blob/memblob"
 
 	"github.com/bucketlog/bucketlog/blobtier"
+	"github.com/bucketlog/bucketlog/blobtier/faultbucket"
 	"github.com/bucketlog/bucketlog/tailbatch"
 )
 
@@ -75,5 +76,124 @@ func TestRebuiltCursorObjectNeverLowersShippedThrough(t *testing.T) {
 	}
 	if _, err := Restore(ctx, RestoreOptions{Bucket: b, Dir: t.TempDir()}); err != nil {
 		t.Fatalf("restore after the segment was put again: %v", err)
+	}
+}
+
+// The same with a damaged tail object of ours instead of a segment (found
+// by internal/sim, seed 223: the rebuild's floor counted the listing after
+// the damaged tail objects had been filtered out of it in place, and wrote
+// 0 over a mark at 12): the tick ships its events again, so it counts.
+func TestRebuiltCursorObjectCountsOurDamagedTailObject(t *testing.T) {
+	ctx := ctxT(t)
+	raw := memblob.OpenBucket(nil)
+	b := blobtier.New(raw, blobtier.Options{})
+	defer b.Close()
+	opts := Options{Dir: t.TempDir(), Bucket: b, NoBackground: true, StartupTimeout: 2 * time.Second, Logger: quiet()}
+	l := mustOpen(t, opts)
+	n := 0
+	for _, through := range []int{5, 10} {
+		for n < through {
+			n++
+			if _, err := l.Append(ctx, ev("1", n)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if rep, err := l.Ship(ctx, false); err != nil || rep.ShippedThrough != uint64(through) {
+			t.Fatalf("ship: %+v %v", rep, err)
+		}
+	}
+	closeOK(t, l)
+	damageAtRest(t, raw, blobtier.TailKey(0, 1, 5))
+	damageAtRest(t, raw, blobtier.CursorKey(0))
+	l = mustOpen(t, opts)
+	defer l.Close()
+	c, _, err := tailbatch.ReadCursor(ctx, b, 0)
+	if err != nil {
+		t.Fatalf("the cursor object was not rebuilt: %v", err)
+	}
+	if c.ShippedThrough < 10 {
+		t.Fatalf("the rebuilt cursor object moved shipped_through from 10 to %d", c.ShippedThrough)
+	}
+	if _, err := l.Ship(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := Restore(ctx, RestoreOptions{Bucket: b, Dir: t.TempDir()}); err != nil || rep.LastSeq != 10 {
+		t.Fatalf("restore after the tail was shipped again: %+v, %v", rep, err)
+	}
+}
+
+// A segment object read back damaged at start once, by a fault on the way,
+// is intact at rest: Open reads it once more before it deletes it as a
+// damaged upload (found by internal/sim, seed 235: the delete made a gap,
+// and a crash before the segment was put again left the next rebuild of a
+// damaged cursor object nothing to count past it; shipped_through went
+// from 25 to 0).
+func TestOpenRereadsASegmentReadBackDamaged(t *testing.T) {
+	ctx := ctxT(t)
+	raw := memblob.OpenBucket(nil)
+	fb := faultbucket.New(raw, 1)
+	b := blobtier.New(fb.Bucket(), blobtier.Options{})
+	defer b.Close()
+	opts := Options{Dir: t.TempDir(), Bucket: b, NoBackground: true, StartupTimeout: 2 * time.Second, Logger: quiet()}
+	l := mustOpen(t, opts)
+	for i := 1; i <= 10; i++ {
+		if _, err := l.Append(ctx, ev("1", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rep, err := l.Ship(ctx, true); err != nil || rep.ShippedThrough != 10 {
+		t.Fatalf("ship: %+v %v", rep, err)
+	}
+	closeOK(t, l)
+	// Without the cursor object's shipped_through, Open reads segment 1
+	// back; the first read comes back short.
+	damageAtRest(t, raw, blobtier.CursorKey(0))
+	key := blobtier.SegmentKey(0, 1)
+	fb.MustAdd(faultbucket.Rule{Op: faultbucket.OpRead, Kind: faultbucket.Truncate, Key: key, Bytes: 7, Times: 1})
+	l = mustOpen(t, opts)
+	defer l.Close()
+	if ok, err := raw.Exists(ctx, key); err != nil || !ok {
+		t.Fatalf("Open deleted the intact segment object %s after one damaged read (exists %v, %v)", key, ok, err)
+	}
+	if c, _, err := tailbatch.ReadCursor(ctx, b, 0); err != nil || c.ShippedThrough != 10 {
+		t.Fatalf("the rebuilt cursor object: %+v, %v", c, err)
+	}
+}
+
+// Reads damaged on the way as often as Open reads: Open still deletes
+// nothing (the uploader's put finds our object and reads it back, and
+// replaces it only if it is damaged at rest), so a restore between Open
+// and the next pass finds every segment (found by internal/sim, seed 960:
+// restore-failed, a segment missing after Open deleted it).
+func TestOpenDeletesNoSegmentReadBackDamaged(t *testing.T) {
+	ctx := ctxT(t)
+	raw := memblob.OpenBucket(nil)
+	fb := faultbucket.New(raw, 1)
+	b := blobtier.New(fb.Bucket(), blobtier.Options{})
+	defer b.Close()
+	opts := Options{Dir: t.TempDir(), Bucket: b, NoBackground: true, StartupTimeout: 2 * time.Second, Logger: quiet()}
+	l := mustOpen(t, opts)
+	for i := 1; i <= 10; i++ {
+		if _, err := l.Append(ctx, ev("1", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rep, err := l.Ship(ctx, true); err != nil || rep.ShippedThrough != 10 {
+		t.Fatalf("ship: %+v %v", rep, err)
+	}
+	closeOK(t, l)
+	damageAtRest(t, raw, blobtier.CursorKey(0))
+	key := blobtier.SegmentKey(0, 1)
+	id := fb.MustAdd(faultbucket.Rule{Op: faultbucket.OpRead, Kind: faultbucket.Truncate, Key: key, Bytes: 7})
+	l = mustOpen(t, opts)
+	defer l.Close()
+	fb.Remove(id)
+	clean := blobtier.New(raw, blobtier.Options{})
+	defer clean.Close()
+	if rep, err := Restore(ctx, RestoreOptions{Bucket: clean, Dir: t.TempDir()}); err != nil || rep.LastSeq != 10 {
+		t.Fatalf("restore after an Open whose reads of %s came back damaged: %+v, %v", key, rep, err)
+	}
+	if _, err := l.Ship(ctx, false); err != nil || l.ShippedThrough() != 10 {
+		t.Fatalf("ship after the restart: shipped %d, %v", l.ShippedThrough(), err)
 	}
 }

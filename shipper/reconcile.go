@@ -163,12 +163,11 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 	// The verdict is in: from here on the shard directory and the bucket
 	// may change.
 	for _, key := range damagedSegs {
-		// The uploader's first pass puts it again (and, should this delete
-		// fail, finds it damaged on its own read-back and deletes it then).
-		s.log.Error("a segment of this shard reads back damaged from the bucket; deleting it to upload again", "key", key)
-		if err := s.b.Delete(ctx, key); err != nil {
-			s.log.Warn("deleting the damaged segment failed; the uploader retries", "key", key, "err", err)
-		}
+		// Not deleted here: a read damaged on the way looks the same, and
+		// the object may be intact. The uploader's first pass reads it
+		// back after its put and replaces it only if it is damaged
+		// (putSegment).
+		s.log.Error("a segment of this shard reads back damaged from the bucket; the uploader puts it again", "key", key)
 	}
 	if wmDamaged {
 		if lowRetained == 0 {
@@ -230,7 +229,9 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 	// and vouched for by the cursor object. The tick's upload replaces it
 	// when its batch has the same key; otherwise a restore passes over it
 	// (the new object holds its events) and tail cleanup removes it.
-	intact := slices.DeleteFunc(tv.TailObjects, func(info blobtier.ObjectInfo) bool { return damagedTails[info.Key] })
+	// (A copy: DeleteFunc clears the slice it filters, and the damaged
+	// cursor's floor below counts the whole listing.)
+	intact := slices.DeleteFunc(slices.Clone(tv.TailObjects), func(info blobtier.ObjectInfo) bool { return damagedTails[info.Key] })
 	shipped := tailbatch.CursorFrom(s.shard, snap.ReclaimedSeq, ranges, intact)
 	s.repl = tailbatch.New(s.shard, shipped, tailbatch.Options{Disabled: !s.tailOn})
 	if curDamaged {
@@ -336,8 +337,8 @@ func repairTarget(snap localseg.Snapshot, lowRetained uint64) (seq, segment uint
 // under the right metadata, and a failed read-back left it behind). Without
 // readBack (the object was read back intact before: verifiedBefore) the
 // metadata must still name the local bytes. damaged reports an object of our own (its metadata names the local bytes)
-// whose bytes fail verification: it is not durable, and reconcile deletes
-// it so the uploader puts it again.
+// whose bytes fail verification: it is not durable, and the uploader
+// puts it again (replacing it only if its read-back is damaged).
 func (s *Shipper) matches(ctx context.Context, info blobtier.ObjectInfo, seg localseg.SegmentInfo, readBack bool) (match, damaged bool, err error) {
 	st, err := s.b.Stat(ctx, info.Key)
 	if errors.Is(err, blobtier.ErrCorrupt) {
@@ -357,7 +358,14 @@ func (s *Shipper) matches(ctx context.Context, info blobtier.ObjectInfo, seg loc
 	if !readBack {
 		return true, false, nil
 	}
-	got, _, err := s.b.Get(ctx, info.Key)
+	// A read damaged on the way looks like a damaged object, and the
+	// verdict deletes a damaged one: read once more before believing it.
+	var got []byte
+	for try := 0; try < 2; try++ {
+		if got, _, err = s.b.Get(ctx, info.Key); !errors.Is(err, blobtier.ErrCorrupt) {
+			break
+		}
+	}
 	if errors.Is(err, blobtier.ErrCorrupt) {
 		return false, true, nil
 	}

@@ -53,48 +53,13 @@ func (s *Shipper) uploadSealed(ctx context.Context) (UploadReport, error) {
 			return rep, err
 		}
 		key := blobtier.SegmentKey(s.shard, seg.ID)
-		err = s.b.PutIfAbsent(ctx, key, data, 0)
-		if errors.Is(err, blobtier.ErrConflict) && errors.Is(err, blobtier.ErrCorrupt) {
-			// The object under the key carries our metadata but not its
-			// bytes: our own damaged upload, whose delete after the failed
-			// read-back did not happen. Not a second writer: delete it and
-			// upload again on the next pass.
-			s.log.Error("a damaged upload of this segment is still in the bucket; deleting it to upload again", "key", key, "err", err)
-			if derr := s.b.Delete(ctx, key); derr != nil {
-				err = errors.Join(err, derr)
-			}
-			s.noteUpload(err)
-			return rep, fmt.Errorf("upload segment %d: %w", seg.ID, err)
-		}
-		if errors.Is(err, blobtier.ErrConflict) {
+		err = s.putSegment(ctx, key, data)
+		if errors.Is(err, blobtier.ErrConflict) && !errors.Is(err, blobtier.ErrCorrupt) {
 			return rep, s.secondWriter(key, err)
 		}
 		if err != nil {
-			if errors.Is(err, blobtier.ErrCorrupt) {
-				// Our own earlier put (its metadata is ours) left damaged
-				// bytes under the key: remove it so the next pass puts it.
-				s.log.Error("a segment of this shard sits damaged in the bucket; deleting it to upload again", "key", key, "err", err)
-				if derr := s.b.Delete(ctx, key); derr != nil {
-					err = errors.Join(err, derr)
-				}
-			}
 			s.noteUpload(err)
 			return rep, fmt.Errorf("upload segment %d: %w", seg.ID, err)
-		}
-		// Durable only once the bucket is seen to hold exactly these bytes:
-		// the put's success alone does not prove it (a write corrupted on
-		// the way, or a server that ignored the checksum).
-		if _, _, err := s.b.Get(ctx, key); err != nil {
-			if errors.Is(err, blobtier.ErrCorrupt) {
-				// Our own object (its metadata is ours) holds other bytes:
-				// remove it so the next pass uploads it again.
-				s.log.Error("uploaded segment reads back damaged; deleting it to upload again", "key", key, "err", err)
-				if derr := s.b.Delete(ctx, key); derr != nil {
-					err = errors.Join(err, derr)
-				}
-			}
-			s.noteUpload(err)
-			return rep, fmt.Errorf("verify uploaded segment %d: %w", seg.ID, err)
 		}
 		s.noteUpload(nil)
 		s.mu.Lock()
@@ -116,6 +81,36 @@ func (s *Shipper) uploadSealed(ctx context.Context) (UploadReport, error) {
 		s.advance(seq)
 	}
 	return rep, nil
+}
+
+// putSegment puts a sealed segment's bytes under key and reads them back:
+// nil only once the bucket is seen to hold exactly them (the put's success
+// alone does not prove it: a write corrupted on the way, or a server that
+// ignored the checksum). Our own object under the key (its metadata names
+// these bytes) holding damaged ones — left by an earlier put, or this one —
+// is no second writer: it is deleted and put once more, so a damaged
+// object Open left in place is replaced in the same pass. A read-back
+// damaged on the way looks the same, so a damaged read is read once more
+// before the object is deleted.
+func (s *Shipper) putSegment(ctx context.Context, key string, data []byte) error {
+	var err error
+	for round := 0; round < 2; round++ {
+		if err = s.b.PutIfAbsent(ctx, key, data, 0); err == nil {
+			for try := 0; try < 2; try++ {
+				if _, _, err = s.b.Get(ctx, key); !errors.Is(err, blobtier.ErrCorrupt) {
+					break
+				}
+			}
+		}
+		if !errors.Is(err, blobtier.ErrCorrupt) {
+			return err
+		}
+		s.log.Error("a segment of this shard reads back damaged from the bucket; deleting it to upload again", "key", key, "err", err)
+		if derr := s.b.Delete(ctx, key); derr != nil {
+			return errors.Join(err, derr)
+		}
+	}
+	return err
 }
 
 // contiguous is the contiguous durable watermark of the shard: the reclaim

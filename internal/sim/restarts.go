@@ -12,6 +12,7 @@ import (
 
 	"github.com/bucketlog/bucketlog"
 	"github.com/bucketlog/bucketlog/blobtier"
+	"github.com/bucketlog/bucketlog/blobtier/faultbucket"
 	"github.com/bucketlog/bucketlog/coldload"
 	"github.com/bucketlog/bucketlog/localseg/faultfs"
 	"github.com/bucketlog/bucketlog/tailbatch"
@@ -358,4 +359,36 @@ func (r *run) cursorDamaged(ctx context.Context) bool {
 	}
 	_, err = tailbatch.DecodeCursor(data)
 	return err != nil
+}
+
+// cursorLostUnderHiddenList reports whether, since the last check, the
+// cursor object's shipped_through was lost (damaged at rest, by a damaging
+// put, or already read damaged by an earlier check) and a listing hid
+// objects (a Hide rule fired). A damaged cursor object is rebuilt at start
+// from the listing; the contract (FENCING.md: strong read-after-write for
+// LIST) does not cover a listing that hides objects, and a rebuild from
+// one may only count what it saw. Without a hidden listing the rebuilt
+// value must never lower the mark (the check stays).
+func (r *run) cursorLostUnderHiddenList() bool {
+	if r.curFired == nil {
+		r.curFired, r.hideFired = map[int]int{}, map[int]int{}
+	}
+	if bad, ok := r.damaged[blobtier.CursorKey(0)]; ok && bad != r.curNoted {
+		r.curNoted, r.curLost = bad, true
+	}
+	hidden := false
+	for id := range r.w.rules {
+		rule := r.ruleOf[id]
+		n := r.w.fb.Fired(id)
+		switch {
+		case rule.Kind == faultbucket.Hide:
+			hidden = hidden || n > r.hideFired[id]
+			r.hideFired[id] = n
+		case rule.Op == faultbucket.OpWrite && (rule.Key == "noetl.ehdb.cur.*" || rule.Key == "*") &&
+			(rule.Kind == faultbucket.Truncate || rule.Kind == faultbucket.Extend || rule.Kind == faultbucket.Corrupt):
+			r.curLost = r.curLost || n > r.curFired[id]
+			r.curFired[id] = n
+		}
+	}
+	return r.curLost && hidden
 }

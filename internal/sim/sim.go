@@ -121,6 +121,13 @@ type run struct {
 	wmDamaged     bool        // the watermark object was damaged since its last good read
 	wmFired       map[int]int // faultbucket rule id → its firings already noted by noteWatermarkWriteDamage
 	readThrough   uint64      // and the last sequence it read
+	// The cursor object's value lost (damaged at rest or by a put, or read
+	// damaged by the last check) while a listing hid objects: see
+	// cursorLostUnderHiddenList.
+	curLost   bool
+	curNoted  string      // the cursor object's damaged bytes at rest already noted
+	curFired  map[int]int // damaging write rules on the cursor object: firings noted
+	hideFired map[int]int // hide-on-list rules: firings noted
 }
 
 func (r *run) logf(format string, args ...any) {
@@ -317,13 +324,21 @@ func (r *run) check(ctx context.Context) *violation {
 	} else if errors.Is(err, blobtier.ErrCorrupt) {
 		r.wmDamaged = true
 	}
+	excused := r.cursorLostUnderHiddenList()
 	if data, _, err := clean.Get(ctx, blobtier.CursorKey(0)); err == nil {
 		if c, err := tailbatch.DecodeCursor(data); err == nil {
-			if c.ShippedThrough < r.m.cur {
+			if c.ShippedThrough < r.m.cur && !excused {
 				return fail("shipped-through-backward", "the cursor object's shipped_through moved from %d to %d", r.m.cur, c.ShippedThrough)
 			}
-			r.m.cur = c.ShippedThrough
+			if c.ShippedThrough < r.m.cur {
+				r.logf("  (the cursor object was damaged and rebuilt from a listing that hid objects: shipped_through %d -> %d excused)", r.m.cur, c.ShippedThrough)
+			}
+			r.m.cur, r.curLost = c.ShippedThrough, false
+		} else {
+			r.curLost = true
 		}
+	} else if errors.Is(err, blobtier.ErrCorrupt) {
+		r.curLost = true
 	}
 	return nil
 }
