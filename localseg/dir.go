@@ -123,26 +123,7 @@ func WriteBucketRecord(fsys FS, dir, url string) error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, bucketRecordName+tmpSuffix)
-	f, err := fsys.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.WriteAt(data, 0); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := fsys.Rename(tmp, filepath.Join(dir, bucketRecordName)); err != nil {
-		return err
-	}
-	return fsys.SyncDir(dir)
+	return writeDurably(fsys, dir, bucketRecordName, data)
 }
 
 // RemoveSegmentFile removes segment id from dir (a cold load drops the

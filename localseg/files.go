@@ -248,13 +248,20 @@ func (m ReclaimManifest) encode() []byte {
 // WriteReclaimManifest commits reclaim.json: temp file, fsync, rename,
 // directory fsync. When it returns nil the manifest is durable.
 func WriteReclaimManifest(fsys FS, dir string, m ReclaimManifest) error {
-	final := filepath.Join(dir, manifestName)
+	return writeDurably(fsys, dir, manifestName, m.encode())
+}
+
+// writeDurably replaces dir/name with data: a temporary file written and
+// fsynced, renamed into place, the directory fsynced. When it returns nil
+// the file is durable; on an error the previous file (if any) is intact.
+func writeDurably(fsys FS, dir, name string, data []byte) error {
+	final := filepath.Join(dir, name)
 	tmp := final + tmpSuffix
 	f, err := fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("localseg: create %s: %w", tmp, err)
 	}
-	if _, err = f.WriteAt(m.encode(), 0); err != nil {
+	if _, err = f.WriteAt(data, 0); err != nil {
 		err = fmt.Errorf("localseg: write %s: %w", tmp, err)
 	} else if err = f.Sync(); err != nil {
 		err = fmt.Errorf("localseg: fsync %s: %w", tmp, err)

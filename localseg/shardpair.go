@@ -110,34 +110,12 @@ func readShardPair(fsys FS, dir string) (p ShardPair, ok bool, err error) {
 	return p, true, nil
 }
 
-// writeShardPair durably writes shard.json.
+// writeShardPair durably writes shard.json (a failed write leaves no
+// temporary file behind).
 func writeShardPair(fsys FS, dir string, p ShardPair) error {
-	final := filepath.Join(dir, shardName)
-	tmp := final + tmpSuffix
-	f, err := fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	err := writeDurably(fsys, dir, shardName, p.encode())
 	if err != nil {
-		return fmt.Errorf("localseg: create %s: %w", tmp, err)
-	}
-	if _, err = f.WriteAt(p.encode(), 0); err != nil {
-		err = fmt.Errorf("localseg: write %s: %w", tmp, err)
-	} else if err = f.Sync(); err != nil {
-		err = fmt.Errorf("localseg: fsync %s: %w", tmp, err)
-	}
-	if cerr := f.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("localseg: close %s: %w", tmp, cerr)
-	}
-	if err == nil {
-		if err = fsys.Rename(tmp, final); err != nil {
-			err = fmt.Errorf("localseg: rename %s: %w", tmp, err)
-		}
-	}
-	if err == nil {
-		if err = fsys.SyncDir(dir); err != nil {
-			err = fmt.Errorf("localseg: fsync directory %s: %w", dir, err)
-		}
-	}
-	if err != nil {
-		_ = fsys.Remove(tmp)
+		_ = fsys.Remove(filepath.Join(dir, shardName+tmpSuffix))
 	}
 	return err
 }
