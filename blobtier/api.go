@@ -19,6 +19,8 @@ const (
 	KindTail                      // a tail batch, write-once
 	KindWatermark                 // the reclaim watermark, rewritten by compare-and-swap
 	KindCursor                    // the consumer cursors, rewritten by compare-and-swap
+	KindClaim                     // a writer-fencing epoch claim, write-once, never deleted
+	KindStart                     // a writer-fencing start record (the cut), write-once, never deleted
 )
 
 // MaxObjectBytes is the largest object blobtier writes. Objects at or above
@@ -33,6 +35,7 @@ type Key struct {
 	Shard             uint32
 	Segment           uint64 // KindSegment only
 	FirstSeq, LastSeq uint64 // KindTail only
+	Epoch             uint64 // KindClaim and KindStart only
 }
 
 // Errors. Callers test them with errors.Is; every error a Bucket returns

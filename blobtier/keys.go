@@ -18,6 +18,8 @@ const (
 	tokTail      = "tail"
 	tokWatermark = "rw"
 	tokCursor    = "cur"
+	tokClaim     = "ep"
+	tokStart     = "eps"
 
 	shardWidth = 8  // <shard:08x>
 	numWidth   = 16 // <segment_id:016x>, <first_seq:016x>, <last_seq:016x>
@@ -26,7 +28,8 @@ const (
 	SegmentKeyLen = len(keyRoot) + len(tokSegment) + 1 + shardWidth + 1 + numWidth
 )
 
-// String returns the kind's token in keys ("seg", "tail", "rw", "cur").
+// String returns the kind's token in keys ("seg", "tail", "rw", "cur", "ep",
+// "eps").
 func (k Kind) String() string {
 	switch k {
 	case KindSegment:
@@ -37,11 +40,15 @@ func (k Kind) String() string {
 		return tokWatermark
 	case KindCursor:
 		return tokCursor
+	case KindClaim:
+		return tokClaim
+	case KindStart:
+		return tokStart
 	}
 	return "kind(" + strconv.Itoa(int(k)) + ")"
 }
 
-func (k Kind) valid() bool { return k >= KindSegment && k <= KindCursor }
+func (k Kind) valid() bool { return k >= KindSegment && k <= KindStart }
 
 // SegmentKey is `noetl.ehdb.seg.<shard:08x>.<segment_id:016x>`, always
 // SegmentKeyLen (40) characters.
@@ -65,13 +72,26 @@ func CursorKey(shard uint32) string {
 	return fmt.Sprintf("%s%s.%08x", keyRoot, tokCursor, shard)
 }
 
+// ClaimKey is `noetl.ehdb.ep.<shard:08x>.<epoch:016x>`: the claim of an
+// ownership epoch (docs/FORMAT.md, writer fencing).
+func ClaimKey(shard uint32, epoch uint64) string {
+	return fmt.Sprintf("%s%s.%08x.%016x", keyRoot, tokClaim, shard, epoch)
+}
+
+// StartKey is `noetl.ehdb.eps.<shard:08x>.<epoch:016x>`: the start record
+// (the cut) of an ownership epoch.
+func StartKey(shard uint32, epoch uint64) string {
+	return fmt.Sprintf("%s%s.%08x.%016x", keyRoot, tokStart, shard, epoch)
+}
+
 // ListPrefix is the listing prefix of one kind of one shard:
-// `noetl.ehdb.<kind>.<shard:08x>.` for segments and tail objects, and the
+// `noetl.ehdb.<kind>.<shard:08x>.` for segments, tail objects, claims and
+// start records, and the
 // object's own key for the watermark and the cursors. It is "" for an
 // unknown kind.
 func ListPrefix(shard uint32, kind Kind) string {
 	switch kind {
-	case KindSegment, KindTail:
+	case KindSegment, KindTail, KindClaim, KindStart:
 		return fmt.Sprintf("%s%s.%08x.", keyRoot, kind, shard)
 	case KindWatermark:
 		return WatermarkKey(shard)
@@ -81,8 +101,8 @@ func ListPrefix(shard uint32, kind Kind) string {
 	return ""
 }
 
-// ParseKey parses a key built by SegmentKey, TailKey, WatermarkKey or
-// CursorKey. It is strict: the numbers must be lowercase hex of exactly the
+// ParseKey parses a key built by SegmentKey, TailKey, WatermarkKey,
+// CursorKey, ClaimKey or StartKey. It is strict: the numbers must be lowercase hex of exactly the
 // documented width, there must be no extra part, and a tail key's first
 // sequence must not exceed its last. Anything else is ErrBadKey.
 func ParseKey(key string) (Key, error) {
@@ -105,6 +125,10 @@ func ParseKey(key string) (Key, error) {
 		k.Kind, want = KindWatermark, 2
 	case tokCursor:
 		k.Kind, want = KindCursor, 2
+	case tokClaim:
+		k.Kind, want = KindClaim, 3
+	case tokStart:
+		k.Kind, want = KindStart, 3
 	default:
 		return bad("unknown kind " + strconv.Quote(parts[0]))
 	}
@@ -131,6 +155,13 @@ func ParseKey(key string) (Key, error) {
 		if k.FirstSeq > k.LastSeq {
 			return bad("first sequence above last")
 		}
+	case KindClaim, KindStart:
+		if k.Epoch, err = parseHex(parts[2], numWidth); err != nil {
+			return bad("epoch: " + err.Error())
+		}
+		if k.Epoch == 0 {
+			return bad("epoch 0 is never claimed")
+		}
 	}
 	return k, nil
 }
@@ -146,6 +177,10 @@ func (k Key) String() string {
 		return WatermarkKey(k.Shard)
 	case KindCursor:
 		return CursorKey(k.Shard)
+	case KindClaim:
+		return ClaimKey(k.Shard, k.Epoch)
+	case KindStart:
+		return StartKey(k.Shard, k.Epoch)
 	}
 	return ""
 }

@@ -43,6 +43,8 @@ func TestKeyBuildersAndParseRoundTrip(t *testing.T) {
 		{WatermarkKey(0xff), Key{Kind: KindWatermark, Shard: 0xff}},
 		{CursorKey(2), Key{Kind: KindCursor, Shard: 2}},
 		{SegmentKey(9, 77), Key{Kind: KindSegment, Shard: 9, Segment: 77}},
+		{ClaimKey(3, 7), Key{Kind: KindClaim, Shard: 3, Epoch: 7}},
+		{StartKey(3, 7), Key{Kind: KindStart, Shard: 3, Epoch: 7}},
 	} {
 		got, err := ParseKey(c.key)
 		if err != nil || got != c.want {
@@ -60,6 +62,10 @@ func TestKeyBuildersAndParseRoundTrip(t *testing.T) {
 		{ListPrefix(1, KindTail), "noetl.ehdb.tail.00000001."},
 		{ListPrefix(1, KindWatermark), "noetl.ehdb.rw.00000001"},
 		{ListPrefix(1, KindCursor), "noetl.ehdb.cur.00000001"},
+		{ClaimKey(3, 7), "noetl.ehdb.ep.00000003.0000000000000007"},
+		{StartKey(3, 7), "noetl.ehdb.eps.00000003.0000000000000007"},
+		{ListPrefix(3, KindClaim), "noetl.ehdb.ep.00000003."},
+		{ListPrefix(3, KindStart), "noetl.ehdb.eps.00000003."},
 		{ListPrefix(1, Kind(9)), ""},
 	} {
 		if c.got != c.want {
@@ -93,6 +99,10 @@ func TestParseKeyIsStrict(t *testing.T) {
 		"watermark short":    "noetl.ehdb.rw.1",
 		"cursor uppercase":   "noetl.ehdb.cur.0000000F",
 		"prefix only":        "noetl.ehdb.",
+		"claim epoch 0":      "noetl.ehdb.ep.00000001.0000000000000000",
+		"claim short epoch":  "noetl.ehdb.ep.00000001.01",
+		"start missing":      "noetl.ehdb.eps.00000001",
+		"start extra":        StartKey(1, 2) + ".0000000000000003",
 		"prefixed by folder": "logs/" + good,
 	} {
 		if k, err := ParseKey(key); !errors.Is(err, ErrBadKey) {
@@ -104,7 +114,7 @@ func TestParseKeyIsStrict(t *testing.T) {
 // FuzzParseKey: whatever a bucket lists, ParseKey never panics, and a key it
 // accepts is exactly the key its builder makes (one spelling per key).
 func FuzzParseKey(f *testing.F) {
-	for _, s := range []string{SegmentKey(1, 2), TailKey(3, 4, 5), WatermarkKey(6), CursorKey(7), "noetl.ehdb.seg.", "x"} {
+	for _, s := range []string{SegmentKey(1, 2), TailKey(3, 4, 5), WatermarkKey(6), CursorKey(7), ClaimKey(8, 9), StartKey(8, 9), "noetl.ehdb.seg.", "x"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
