@@ -27,7 +27,7 @@ import (
 // the verdict is in does it repair a damaged watermark, adopt the bucket's
 // watermark locally (Reclaim) and commit a local reclaim base above it.
 func (s *Shipper) reconcile(ctx context.Context) error {
-	s.durable = map[uint64]bool{}
+	s.durable, s.hold = map[uint64]bool{}, nil
 	snap, err := s.store.Snapshot()
 	if err != nil {
 		return err
@@ -119,6 +119,7 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 	var bucketSegs []blobtier.ObjectInfo
 	var damagedSegs []string
 	var reput []tailbatch.SegRange // damaged segments of ours, put again from the local copy
+	var reputIDs []uint64          // their ids
 	for _, info := range view.SegmentObjects {
 		if info.Parsed.Segment > wm.Segment {
 			bucketSegs = append(bucketSegs, info)
@@ -146,6 +147,7 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 			// deleted after the verdict and uploaded again.
 			damagedSegs = append(damagedSegs, info.Key)
 			reput = append(reput, tailbatch.SegRange{FirstSeq: seg.FirstSeq, LastSeq: seg.LastSeq})
+			reputIDs = append(reputIDs, id)
 			continue
 		}
 		if !match {
@@ -234,7 +236,16 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 	intact := slices.DeleteFunc(slices.Clone(tv.TailObjects), func(info blobtier.ObjectInfo) bool { return damagedTails[info.Key] })
 	shipped := tailbatch.CursorFrom(s.shard, snap.ReclaimedSeq, ranges, intact)
 	s.repl = tailbatch.New(s.shard, shipped, tailbatch.Options{Disabled: !s.tailOn})
-	if curDamaged {
+	switch {
+	case curDamaged && len(reputIDs) > 0:
+		// Not rebuilt yet: its floor counts our damaged segments, and must
+		// not vouch for them before the uploader put them again
+		// (cursorhold.go). Until then the damaged object stays, so a start
+		// after a stop reads them back again.
+		s.hold = &cursorHold{floor: tailbatch.CursorFrom(s.shard, snap.ReclaimedSeq, append(ranges, reput...), tv.TailObjects), segs: reputIDs}
+		s.log.Error("the cursor object is damaged; it is rebuilt once the damaged segments are put again", "key", blobtier.CursorKey(s.shard),
+			"shipped_through", s.hold.floor, "segments", reputIDs)
+	case curDamaged:
 		// The damaged object's shipped_through is lost, and the rebuilt one
 		// must not lower it (the oracle of issue 12: shipped_through never
 		// moves backward): it is at least what the bucket's objects imply,
@@ -254,7 +265,7 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 		if floor > shipped {
 			s.repl.KnowCursor(snap.Consumers)
 		}
-	} else {
+	default:
 		// The consumers the bucket's cursor object holds now: a consumer
 		// deleted (or acked) before the next event must still rewrite it,
 		// or a later restore brings the deleted consumer back.

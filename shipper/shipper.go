@@ -12,6 +12,11 @@
 // same); the tick's upload replaces it when its batch has the same key. A
 // damaged tail object whose metadata names other bytes is a diverged
 // history (ErrDiverged).
+//
+// A damaged cursor object is rebuilt from the owner's state, never below
+// what the bucket's objects imply; while a segment object of ours read back
+// damaged at start, the rebuild waits until the uploader put it again
+// (cursorhold.go), so a start after a stop reads the segments back again.
 package shipper
 
 import (
@@ -85,6 +90,11 @@ type Shipper struct {
 	unshippedSince atomic.Int64 // unix nanos of the oldest append not yet shipped (0: none)
 	waiters        atomic.Int32
 	background     bool // the tick loop runs (else synchronous appends ship themselves)
+
+	// hold (guarded by mu) is a damaged cursor object start-up did not
+	// rebuild yet (cursorhold.go); holdMu serialises its release.
+	hold   *cursorHold
+	holdMu sync.Mutex
 }
 
 // New checks the bucket against the local store (reconcile) and returns a

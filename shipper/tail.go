@@ -18,6 +18,9 @@ func (s *Shipper) shipTail(ctx context.Context) error {
 	if err := s.stopped(); err != nil {
 		return err
 	}
+	// A held cursor object is rebuilt first once its segments are put
+	// again; a failed rebuild does not keep the tail from shipping.
+	herr := s.releaseCursor(ctx)
 	before := s.repl.ShippedThrough()
 	var committedMax uint64
 	var conflictKey string
@@ -43,6 +46,7 @@ func (s *Shipper) shipTail(ctx context.Context) error {
 			}
 		},
 		CursorOnlyAfterSuccess: true,
+		HoldCursor:             s.cursorHeld,
 	})
 	if conflictKey != "" {
 		return s.secondWriter(conflictKey, failure)
@@ -64,6 +68,7 @@ func (s *Shipper) shipTail(ctx context.Context) error {
 	if res.CursorWritten && res.Cursor.Repaired {
 		s.log.Error("the cursor object was damaged; rewritten with the owner's state", "key", blobtier.CursorKey(s.shard), "shipped_through", res.Cursor.ShippedThrough)
 	}
+	failure = errors.Join(herr, failure)
 	s.noteTail(failure)
 	return failure
 }

@@ -111,6 +111,10 @@ type Hooks struct {
 	// which every batch committed; by default a pass that stopped at a
 	// failure still writes it for what committed before.
 	CursorOnlyAfterSuccess bool
+	// HoldCursor, when it returns true, keeps the pass from writing the
+	// cursor object at all (the engine holds a damaged one back until the
+	// objects its rebuild would vouch for are in the bucket again).
+	HoldCursor func() bool
 }
 
 // ReplicateWith is Replicate with hooks.
@@ -153,7 +157,7 @@ func (r *Replicator) ReplicateWith(ctx context.Context, src Source, b Bucket, h 
 		res.Bytes += bt.Len()
 	}
 	res.ShippedThrough = r.ShippedThrough()
-	if failure != nil && h.CursorOnlyAfterSuccess {
+	if failure != nil && h.CursorOnlyAfterSuccess || h.HoldCursor != nil && h.HoldCursor() {
 		return res, failure
 	}
 	var cerr error
