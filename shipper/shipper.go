@@ -12,6 +12,11 @@
 // same); the tick's upload replaces it when its batch has the same key. A
 // damaged tail object whose metadata names other bytes is a diverged
 // history (ErrDiverged).
+//
+// At start, a live local consumer the bucket's cursor object shows deleted
+// (a tombstone, or unlisted with no ConsumerCreate of it after the object's
+// shipped_through event) is deleted locally: the disk is older than the
+// deletion, e.g. an older copy of the volume (consumers.go).
 package shipper
 
 import (
