@@ -29,6 +29,13 @@ import (
 // a run of frames that deletes a consumer ends in the same state however
 // often it is replayed). Without a readable cursor object the frames alone
 // decide.
+//
+// A consumer the cursor object tombstones (its "deleted" field, written
+// when the object dropped it) was deleted before the write: its frames at or
+// after event S are older than the object unless a ConsumerDelete of it
+// comes among them (what follows the last one is newer). Without the
+// tombstone a ConsumerCreate after event S that reached the bucket in a
+// sealed segment, whose ConsumerDelete did not, brings it back.
 
 // consEffect is what a run of consumer frames does to one consumer.
 type consEffect struct {
@@ -93,11 +100,15 @@ func (e consEffects) apply(state map[string]uint64) {
 // alone does not establish a consumer the object does not list: a consumer
 // alive at an Ack after the object's write was alive at the write (a new one
 // is created by a ConsumerCreate frame, which would be in the run), so the
-// Ack predates the write and the object's word, deleted, is the newer.
-func (e consEffects) applyOverCursor(state map[string]uint64) {
+// Ack predates the write and the object's word, deleted, is the newer. A
+// consumer in deleted (the object's tombstones) comes back only by frames
+// after a ConsumerDelete of it.
+func (e consEffects) applyOverCursor(state map[string]uint64, deleted map[string]uint64) {
 	for name, c := range e {
-		if _, listed := state[name]; !listed && !c.created {
-			continue
+		if _, listed := state[name]; !listed {
+			if _, tomb := deleted[name]; tomb && !c.reset || !tomb && !c.created {
+				continue
+			}
 		}
 		consEffects{name: c}.apply(state)
 	}
@@ -214,7 +225,7 @@ type consumerPlan struct {
 // an Ack where the cursor object is further. A cursor is never lowered: an
 // ack in the frames above the cursor object's stays (redelivery is the
 // cursor object's promise, never loss).
-func planConsumers(t *consumerTracker, c map[string]uint64, tip uint64) consumerPlan {
+func planConsumers(t *consumerTracker, c, deleted map[string]uint64, tip uint64) consumerPlan {
 	var cp consumerPlan
 	restored := map[string]uint64{}
 	t.before.apply(restored)
@@ -228,7 +239,7 @@ func planConsumers(t *consumerTracker, c map[string]uint64, tip uint64) consumer
 		}
 		want[name] = seq
 	}
-	t.after.applyOverCursor(want)
+	t.after.applyOverCursor(want, deleted)
 	for _, name := range slices.Sorted(maps.Keys(restored)) {
 		if _, ok := want[name]; !ok {
 			cp.frames = append(cp.frames, frame.Frame{Kind: frame.KindConsumerDelete, Consumer: name})

@@ -83,7 +83,11 @@
 //     consumer the cursor object no longer lists (without a ConsumerCreate
 //     after the event, the Ack predates the object's write). A cursor is
 //     never lowered (a consumer the frames
-//     carry further keeps its position). A consumer deleted after the
+//     carry further keeps its position). A consumer the cursor object
+//     tombstones ("deleted") stays deleted unless a ConsumerDelete of it
+//     after the event is followed by frames that create it again: its
+//     ConsumerCreate may sit after the event in a sealed segment while its
+//     ConsumerDelete never reached the bucket. A consumer deleted after the
 //     cursor object's last write whose ConsumerDelete the bucket never got
 //     comes back (a lost cursor update means redelivery, never loss);
 //     deleting it again is the remedy. See consumers.go. Then check the

@@ -427,7 +427,7 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 		return rep, p, fmt.Errorf("coldload: recovered through sequence %d, the store says %d", tip, st.Tip())
 	}
 	if h.cons != nil && tip > 0 {
-		cp := planConsumers(h.cons, p.cursor.Consumers, tip)
+		cp := planConsumers(h.cons, p.cursor.Consumers, p.cursor.Deleted, tip)
 		rep.ClampedCursors, rep.Consumers, rep.ConsumersDeleted = cp.clamped, cp.count, cp.deleted
 		if len(cp.frames) > 0 {
 			s, err := open()

@@ -115,6 +115,12 @@ type Snapshot struct {
 	Segments       []SegmentInfo     // id order; the last is the active one
 	TornTailBytes  int64             // bytes dropped by this open's repair
 	ActiveOpenedAt time.Time         // when the active segment got its first frame (or the store was opened)
+
+	// Deleted: consumers deleted since the store opened (at most
+	// MaxRecentDeletes, the latest), each with the sequence of the last
+	// event before its ConsumerDelete frame; a name created again is not in
+	// it. The cursor object's tombstones come from it (docs/FORMAT.md §6.6).
+	Deleted map[string]uint64
 }
 
 // Extent is a run of whole frames inside one segment, every byte of it

@@ -42,6 +42,7 @@ func (s *Store) Pull(consumer string, limit int) (PullResult, error) {
 			return PullResult{}, err
 		}
 		gen := s.enqueueConsumerLocked(KindConsumerCreate, name, 0)
+		delete(s.deleted, name)
 		h = &headConsumer{gen: gen}
 		s.headCons[strings.Clone(name)] = h
 		created = true
@@ -112,5 +113,29 @@ func (s *Store) DeleteConsumer(consumer string) error {
 	}
 	gen := s.enqueueConsumerLocked(KindConsumerDelete, name, 0)
 	delete(s.headCons, name)
+	s.noteDeletedLocked(name)
 	return s.await(gen)
+}
+
+// MaxRecentDeletes bounds Snapshot.Deleted: a cursor object write between
+// that many deletions keeps every tombstone a restore needs.
+const MaxRecentDeletes = 256
+
+// noteDeletedLocked records a ConsumerDelete frame just queued: it follows
+// the last event assigned so far (head state). The oldest entry goes when
+// the record is full.
+func (s *Store) noteDeletedLocked(name string) {
+	if s.deleted == nil {
+		s.deleted = map[string]uint64{}
+	}
+	if _, ok := s.deleted[name]; !ok && len(s.deleted) >= MaxRecentDeletes {
+		oldest, at := "", ^uint64(0)
+		for n, seq := range s.deleted {
+			if seq < at || seq == at && n < oldest {
+				oldest, at = n, seq
+			}
+		}
+		delete(s.deleted, oldest)
+	}
+	s.deleted[strings.Clone(name)] = max(s.nextSeq, 1) - 1
 }

@@ -134,6 +134,7 @@ type Store struct {
 	// leave. Guarded by mu.
 	nextSeq  uint64
 	headCons map[string]*headConsumer
+	deleted  map[string]uint64 // consumers deleted lately (consumer.go: noteDeletedLocked)
 	pend     *batch
 	spare    *batch
 	flight   *batch // the group being written, nil when none

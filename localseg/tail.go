@@ -102,6 +102,7 @@ func (s *Store) Snapshot() (Snapshot, error) {
 		ReclaimedSeq:   s.reclaimedSeq,
 		ReclaimedSeg:   s.reclaimedSeg,
 		Consumers:      maps.Clone(s.cons),
+		Deleted:        maps.Clone(s.deleted),
 		Segments:       s.infosLocked(),
 		TornTailBytes:  s.report.TornTailBytes,
 		ActiveOpenedAt: s.activeSince,

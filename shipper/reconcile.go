@@ -269,6 +269,9 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 		// The consumers the bucket's cursor object holds now: a consumer
 		// deleted (or acked) before the next event must still rewrite it,
 		// or a later restore brings the deleted consumer back.
+		if err := s.dropCursorDeleted(cur, snap); err != nil {
+			return err
+		}
 		s.repl.KnowCursor(cur.Consumers)
 	}
 	s.rec.BucketTip = bucketTip

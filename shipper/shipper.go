@@ -17,6 +17,11 @@
 // what the bucket's objects imply; while a segment object of ours read back
 // damaged at start, the rebuild waits until the uploader put it again
 // (cursorhold.go), so a start after a stop reads the segments back again.
+//
+// At start, a live local consumer the bucket's cursor object shows deleted
+// (a tombstone, or unlisted with no ConsumerCreate of it after the object's
+// shipped_through event) is deleted locally: the disk is older than the
+// deletion, e.g. an older copy of the volume (consumers.go).
 package shipper
 
 import (

@@ -37,6 +37,14 @@ type Cursor struct {
 	V              uint64
 	ShippedThrough uint64
 	Consumers      map[string]uint64
+	// Deleted holds the tombstones (docs/FORMAT.md §6.6): consumers deleted
+	// whose ConsumerDelete frame may be positioned at or after the frame of
+	// event ShippedThrough, each with a sequence T such that the frame is
+	// positioned at or before event T. A restore takes a tombstoned
+	// consumer's frames after event ShippedThrough as older than the
+	// object unless a ConsumerDelete of it comes first (see tombstone.go).
+	// Empty (nil) is written as no field at all.
+	Deleted map[string]uint64
 	// Repaired is set by WriteCursor when the stored object was damaged
 	// (failed verification or did not decode) and this write replaced it.
 	Repaired bool
@@ -47,6 +55,7 @@ type cursorBody struct {
 	V              uint64            `json:"v"`
 	ShippedThrough uint64            `json:"shipped_through"`
 	Consumers      map[string]uint64 `json:"consumers"`
+	Deleted        map[string]uint64 `json:"deleted,omitempty"`
 }
 
 // EncodeCursor returns the compact JSON body of c. Consumers are written in
@@ -59,9 +68,22 @@ func EncodeCursor(c Cursor) ([]byte, error) {
 		}
 		cons[name] = seq
 	}
+	var dels map[string]uint64
+	for name, seq := range c.Deleted {
+		if err := checkConsumerName(name); err != nil {
+			return nil, err
+		}
+		if _, ok := cons[name]; ok {
+			return nil, fmt.Errorf("%w: consumer %q both live and deleted", ErrBadCursor, name)
+		}
+		if dels == nil {
+			dels = make(map[string]uint64, len(c.Deleted))
+		}
+		dels[name] = seq
+	}
 	// Names are [A-Za-z0-9_-]+, so encoding/json needs no escaping and the
 	// output is exactly the compact form.
-	return json.Marshal(cursorBody{V: c.V, ShippedThrough: c.ShippedThrough, Consumers: cons})
+	return json.Marshal(cursorBody{V: c.V, ShippedThrough: c.ShippedThrough, Consumers: cons, Deleted: dels})
 }
 
 // DecodeCursor parses a cursor object body strictly: one JSON object whose
@@ -76,7 +98,7 @@ func DecodeCursor(data []byte) (Cursor, error) {
 		return Cursor{}, err
 	}
 	c := Cursor{Consumers: map[string]uint64{}}
-	var haveV, haveS, haveC bool
+	var haveV, haveS, haveC, haveD bool
 	for dec.More() {
 		name, err := objectKey(dec)
 		if err != nil {
@@ -107,6 +129,15 @@ func DecodeCursor(data []byte) (Cursor, error) {
 			if err := decodeConsumers(dec, c.Consumers); err != nil {
 				return Cursor{}, err
 			}
+		case "deleted":
+			if haveD {
+				return Cursor{}, fmt.Errorf("%w: field %q twice", ErrBadCursor, name)
+			}
+			haveD = true
+			c.Deleted = map[string]uint64{}
+			if err := decodeConsumers(dec, c.Deleted); err != nil {
+				return Cursor{}, err
+			}
 		default:
 			var skip json.RawMessage
 			if err := dec.Decode(&skip); err != nil {
@@ -122,6 +153,11 @@ func DecodeCursor(data []byte) (Cursor, error) {
 	}
 	if !haveV || !haveS {
 		return Cursor{}, fmt.Errorf("%w: \"v\" and \"shipped_through\" are required", ErrBadCursor)
+	}
+	for name := range c.Deleted {
+		if _, ok := c.Consumers[name]; ok {
+			return Cursor{}, fmt.Errorf("%w: consumer %q both live and deleted", ErrBadCursor, name)
+		}
 	}
 	return c, nil
 }
@@ -251,7 +287,19 @@ func ReadCursor(ctx context.Context, b CursorReader, shard uint32) (Cursor, blob
 // owner. A stored object that is damaged (it fails verification or does not
 // decode) is replaced by this write (Cursor.Repaired), because a damaged
 // cursor object would otherwise stop every later write and every restore.
+//
+// The stored object's tombstones of deleted consumers are carried (see
+// tombstone.go); WriteCursor knows no store tip, so it makes no new one
+// (Replicate does).
 func WriteCursor(ctx context.Context, b CursorStore, shard uint32, shippedThrough uint64, consumers map[string]uint64) (Cursor, error) {
+	return writeCursor(ctx, b, shard, shippedThrough, consumers, nil, noTip)
+}
+
+// writeCursor is WriteCursor; seen are further consumers the writer knew
+// alive or deleted since the stored object was written (see tombstones),
+// and tip bounds the position of every ConsumerDelete frame written so far
+// (noTip: unknown).
+func writeCursor(ctx context.Context, b CursorStore, shard uint32, shippedThrough uint64, consumers, seen map[string]uint64, tip uint64) (Cursor, error) {
 	for name := range consumers {
 		if err := checkConsumerName(name); err != nil {
 			return Cursor{}, fmt.Errorf("tailbatch: shard %d cursor object: %w", shard, err)
@@ -283,6 +331,7 @@ func WriteCursor(ctx context.Context, b CursorStore, shard uint32, shippedThroug
 		for name, seq := range consumers {
 			c.Consumers[name] = min(seq, c.ShippedThrough)
 		}
+		c.Deleted = tombstones(old, consumers, seen, tip, c.ShippedThrough)
 		data, err := EncodeCursor(c)
 		if err != nil {
 			return Cursor{}, fmt.Errorf("tailbatch: shard %d cursor object: %w", shard, err)

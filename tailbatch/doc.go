@@ -49,7 +49,10 @@
 //     written after the tail puts of a pass succeeded, by compare-and-swap
 //     (or a plain put on buckets without it). It never points past what the
 //     bucket holds: S is the cursor, every consumer is clamped to S, and S
-//     never moves backward.
+//     never moves backward. Its "deleted" tombstones name consumers deleted
+//     whose ConsumerDelete may sit after event S (from the store's
+//     Snapshot.Deleted and the consumers the last object listed), until S
+//     passes the delete; WriteCursor alone makes none (tombstone.go).
 //   - At start the cursor comes from CursorFrom: what the bucket holds
 //     contiguously from the reclaim base, never the local tip. The cursor
 //     must never sit below the local reclaim base: the engine calls Advance

@@ -29,18 +29,37 @@ type snapshotter interface {
 func (r *Replicator) SyncCursor(ctx context.Context, b CursorStore, consumers map[string]uint64) (Cursor, error) {
 	r.cursorMu.Lock()
 	defer r.cursorMu.Unlock()
-	return r.syncCursorLocked(ctx, b, ^uint64(0), consumers)
+	return r.syncCursorLocked(ctx, b, ^uint64(0), consumers, nil, noTip)
 }
 
 // syncCursorLocked is SyncCursor; the caller holds cursorMu.
-func (r *Replicator) syncCursorLocked(ctx context.Context, b CursorStore, through uint64, consumers map[string]uint64) (Cursor, error) {
+// deleted are the store's recent deletions and tip bounds the position of
+// its ConsumerDelete frames (noTip: unknown); see tombstone.go.
+func (r *Replicator) syncCursorLocked(ctx context.Context, b CursorStore, through uint64, consumers, deleted map[string]uint64, tip uint64) (Cursor, error) {
 	r.mu.Lock()
 	shipped := max(min(r.shipped, through), r.cursorShipped)
+	// Every consumer known alive since the last write, so one created and
+	// deleted between two writes (a failed one between) still leaves a
+	// tombstone.
+	seen := maps.Clone(r.cursorSeen)
+	if seen == nil {
+		seen = map[string]uint64{}
+	}
+	for name := range r.cursorConsumers {
+		seen[name] = noTip
+	}
+	for name, at := range deleted {
+		seen[name] = max(seen[name], at)
+	}
 	r.mu.Unlock()
-	c, err := WriteCursor(ctx, b, r.shard, shipped, consumers)
+	c, err := writeCursor(ctx, b, r.shard, shipped, consumers, seen, tip)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err != nil {
+		for name := range consumers {
+			seen[name] = noTip
+		}
+		r.cursorSeen = seen
 		r.stats.CursorFailed++
 		r.stats.LastError = err.Error()
 		return Cursor{}, err
@@ -50,6 +69,10 @@ func (r *Replicator) syncCursorLocked(ctx context.Context, b CursorStore, throug
 		r.cursorShipped = shipped
 	}
 	r.cursorConsumers = maps.Clone(consumers)
+	r.cursorSeen = nil
+	if tip != noTip {
+		r.cursorDeleted = maps.Clone(deleted)
+	}
 	return c, nil
 }
 
@@ -177,31 +200,34 @@ func (r *Replicator) syncCursorIfDue(ctx context.Context, src Source, b CursorSt
 	r.cursorMu.Lock()
 	defer r.cursorMu.Unlock()
 	through := r.ShippedThrough()
-	consumers, err := liveConsumers(src)
+	consumers, deleted, tip, err := liveConsumers(src)
 	if err != nil {
 		return Cursor{}, false, fmt.Errorf("tailbatch: shard %d: consumers for the cursor object: %w", r.shard, err)
 	}
 	r.mu.Lock()
-	due := r.shipped > r.cursorShipped || !maps.Equal(r.cursorConsumers, consumers)
+	due := r.shipped > r.cursorShipped || !maps.Equal(r.cursorConsumers, consumers) || !maps.Equal(r.cursorDeleted, deleted)
 	r.mu.Unlock()
 	if !due {
 		return Cursor{}, false, nil
 	}
-	c, err := r.syncCursorLocked(ctx, b, through, consumers)
+	c, err := r.syncCursorLocked(ctx, b, through, consumers, deleted, tip)
 	if err != nil {
 		return Cursor{}, false, fmt.Errorf("tailbatch: shard %d: write the cursor object: %w", r.shard, err)
 	}
 	return c, true, nil
 }
 
-func liveConsumers(src Source) (map[string]uint64, error) {
+// liveConsumers returns src's live consumers, its recent deletions and its
+// tip (which bounds the position of every ConsumerDelete frame it wrote so
+// far; noTip without a snapshot).
+func liveConsumers(src Source) (map[string]uint64, map[string]uint64, uint64, error) {
 	s, ok := src.(snapshotter)
 	if !ok {
-		return nil, nil
+		return nil, nil, noTip, nil
 	}
 	snap, err := s.Snapshot()
 	if err != nil {
-		return nil, err
+		return nil, nil, 0, err
 	}
-	return snap.Consumers, nil
+	return snap.Consumers, snap.Deleted, snap.Tip, nil
 }

@@ -213,6 +213,15 @@ type Replicator struct {
 	stats           Stats
 	// stopped latches the first second-writer conflict.
 	stopped error
+
+	// cursorSeen are consumers snapshotted (alive or deleted) for a cursor
+	// write that failed since the last one that succeeded (see
+	// tombstone.go).
+	cursorSeen map[string]uint64
+	// cursorDeleted are the store's recent deletions the last write knew:
+	// the object is also due when they change (a consumer created and
+	// deleted since, which the consumers alone do not show).
+	cursorDeleted map[string]uint64
 }
 
 // New returns the replicator of shard whose bucket already holds every

@@ -363,7 +363,7 @@ func (r *run) cursorDamaged(ctx context.Context) bool {
 
 // cursorLostUnderHiddenList reports whether, since the last check, the
 // cursor object's shipped_through was lost (damaged at rest, by a damaging
-// put, or already read damaged by an earlier check) and a listing hid
+// put or a damaging read, or already read damaged by an earlier check) and a listing hid
 // objects (a Hide rule fired). A damaged cursor object is rebuilt at start
 // from the listing; the contract (FENCING.md: strong read-after-write for
 // LIST) does not cover a listing that hides objects, and a rebuild from
@@ -384,7 +384,11 @@ func (r *run) cursorLostUnderHiddenList() bool {
 		case rule.Kind == faultbucket.Hide:
 			hidden = hidden || n > r.hideFired[id]
 			r.hideFired[id] = n
-		case rule.Op == faultbucket.OpWrite && (rule.Key == "noetl.ehdb.cur.*" || rule.Key == "*") &&
+		// A damaging read of the object loses its value to the engine as
+		// surely as damage at rest: the owner that read it damaged (at
+		// start, or in WriteCursor's read before its swap) rebuilds it
+		// from the listing, as the contract asks (issue 12 finding 5).
+		case (rule.Op == faultbucket.OpWrite || rule.Op == faultbucket.OpRead) && (rule.Key == "noetl.ehdb.cur.*" || rule.Key == "*") &&
 			(rule.Kind == faultbucket.Truncate || rule.Kind == faultbucket.Extend || rule.Kind == faultbucket.Corrupt):
 			r.curLost = r.curLost || n > r.curFired[id]
 			r.curFired[id] = n
