@@ -21,7 +21,7 @@ func init() {
 	harness.Register(harness.Section{
 		Name:  "cost",
 		Doc:   "requests and list-price dollars per shard-month: idle, 1, 100 and 10,000 events/s, async (simulated clock, Ship per default tick) and sync (20 ms injected, real time)",
-		Order: 43,
+		Order: 44,
 		Run:   runCost,
 	})
 }

@@ -19,7 +19,7 @@ func init() {
 	harness.Register(harness.Section{
 		Name:  "latency",
 		Doc:   "the bucket at a real round trip (20 ms injected before every HTTP request to gofakes3): one PUT and HEAD, sync appends p50/p99 at 1 and 64 appenders, restore, the tick",
-		Order: 42,
+		Order: 43,
 		Run:   runLatency,
 	})
 }

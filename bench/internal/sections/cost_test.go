@@ -1,0 +1,35 @@
+package sections
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+// TestCostDollarsPricesEachMethodOnce: PUT, POST and LIST at class A,
+// GET and HEAD at class B, DELETE free, scaled to the month.
+func TestCostDollarsPricesEachMethodOnce(t *testing.T) {
+	c := costCell{perMonth: 2, http: map[string]int64{"PUT": 1000, "POST": 500, "LIST": 500, "GET": 1000, "HEAD": 1000, "DELETE": 7000}}
+	a, b, total := c.dollars()
+	wantA := 2 * 2000.0 / 1000 * priceClassA
+	wantB := 2 * 2000.0 / 1000 * priceClassB
+	if math.Abs(a-wantA) > 1e-12 || math.Abs(b-wantB) > 1e-12 || math.Abs(total-wantA-wantB) > 1e-12 {
+		t.Fatalf("dollars() = %v, %v, %v; want %v, %v, %v", a, b, total, wantA, wantB, wantA+wantB)
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	var xs []time.Duration
+	for i := 100; i >= 1; i-- {
+		xs = append(xs, time.Duration(i)*time.Millisecond)
+	}
+	if got := percentile(xs, 0.5); got != 51*time.Millisecond {
+		t.Fatalf("p50 of 1..100 ms = %v", got)
+	}
+	if got := percentile(xs, 0.99); got != 100*time.Millisecond {
+		t.Fatalf("p99 of 1..100 ms = %v", got)
+	}
+	if xs[0] != 100*time.Millisecond {
+		t.Fatal("percentile sorted its input in place")
+	}
+}
