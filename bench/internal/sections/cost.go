@@ -264,6 +264,22 @@ func costLog(ctx context.Context, env *harness.Env, emu *buckets.Emulator, c *bu
 	return l, tr, func() { l.Close(); b.Close(); os.RemoveAll(dir) }, nil
 }
 
+// checkBilled compares the two counts of a cell: every blobtier write
+// (put, put-if-absent, compare-and-swap) must be exactly one HTTP PUT (no
+// multipart upload, whose parts and POSTs would be billed apart) and every
+// blobtier listing at least one LIST, or the table prices requests that
+// were not made.
+func checkBilled(c costCell) error {
+	writes := c.counts.ByOp[blobtier.OpPut] + c.counts.ByOp[blobtier.OpCAS]
+	if c.http["PUT"] != writes || c.http["POST"] != 0 {
+		return fmt.Errorf("%d blobtier writes became %d HTTP PUTs and %d POSTs", writes, c.http["PUT"], c.http["POST"])
+	}
+	if lists := c.counts.ByOp[blobtier.OpList]; c.http["LIST"] < lists {
+		return fmt.Errorf("%d blobtier listings, %d HTTP LISTs", lists, c.http["LIST"])
+	}
+	return nil
+}
+
 func subMethods(a, b map[string]int64) map[string]int64 {
 	out := map[string]int64{}
 	for k, v := range a {
@@ -338,6 +354,9 @@ func asyncCost(ctx context.Context, env *harness.Env, rate int) (costCell, error
 	cell.counts, cell.http = c.Snapshot().Sub(before), subMethods(tr.Methods(), hb)
 	if cell.counts.Errors > 0 {
 		return cell, fmt.Errorf("%d requests failed", cell.counts.Errors)
+	}
+	if err := checkBilled(cell); err != nil {
+		return cell, err
 	}
 	if rate > 0 && l.ShippedThrough() != l.Store().Tip() {
 		return cell, fmt.Errorf("after the last tick the bucket holds through %d of %d", l.ShippedThrough(), l.Store().Tip())
@@ -431,6 +450,9 @@ func syncCost(ctx context.Context, env *harness.Env, rate int) (costCell, error)
 	cell.counts, cell.http = c.Snapshot().Sub(before), subMethods(tr.Methods(), hb)
 	if n := failed.Load(); n > 0 {
 		return cell, fmt.Errorf("%d of %d synchronous appends failed: %v", n, launched, firstErr.Load())
+	}
+	if err := checkBilled(cell); err != nil {
+		return cell, err
 	}
 	// The requests of the drain after the window belong to the window's
 	// arrivals: a month is secondsPerMonth of arrivals.

@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/bucketlog/bucketlog/blobtier"
 )
 
 // TestCostDollarsPricesEachMethodOnce: PUT, POST and LIST at class A,
@@ -31,5 +33,23 @@ func TestPercentile(t *testing.T) {
 	}
 	if xs[0] != 100*time.Millisecond {
 		t.Fatal("percentile sorted its input in place")
+	}
+}
+
+// TestCheckBilledRefusesUnmatchedWrites: a blobtier write that did not
+// become exactly one HTTP PUT (a multipart upload, a retry) fails the cell.
+func TestCheckBilledRefusesUnmatchedWrites(t *testing.T) {
+	c := costCell{http: map[string]int64{"PUT": 3, "LIST": 1}}
+	c.counts.ByOp = map[blobtier.Op]int64{blobtier.OpPut: 2, blobtier.OpCAS: 1, blobtier.OpList: 1}
+	if err := checkBilled(c); err != nil {
+		t.Fatalf("matching counts refused: %v", err)
+	}
+	c.http["POST"] = 1
+	if checkBilled(c) == nil {
+		t.Fatal("a POST (multipart upload) was not refused")
+	}
+	c.http["POST"], c.http["PUT"] = 0, 4
+	if checkBilled(c) == nil {
+		t.Fatal("4 HTTP PUTs for 3 writes were not refused")
 	}
 }
