@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/bucketlog/bucketlog/blobtier"
+	"github.com/bucketlog/bucketlog/blobtier/faultbucket"
 	"github.com/bucketlog/bucketlog/watermark"
 )
 
@@ -27,4 +28,72 @@ func (r *run) watermarkUnreadable(ctx context.Context) bool {
 	}
 	_, err = watermark.Decode(data)
 	return err != nil
+}
+
+// unreadableData lists the segment and tail objects now at rest that fail
+// verification, whatever damaged them (at rest, or a damaging write fault
+// on their put).
+func (r *run) unreadableData(ctx context.Context) []blobtier.Key {
+	var out []blobtier.Key
+	clean := r.w.clean()
+	for _, kind := range []blobtier.Kind{blobtier.KindSegment, blobtier.KindTail} {
+		for _, key := range r.w.raw.Keys(blobtier.ListPrefix(0, kind)) {
+			k, err := blobtier.ParseKey(key)
+			if err != nil {
+				continue
+			}
+			if _, _, err := clean.Get(ctx, key); errors.Is(err, blobtier.ErrCorrupt) {
+				out = append(out, k)
+			}
+		}
+	}
+	return out
+}
+
+// damagingWriteActive reports whether a fault that damages the bytes of a
+// put (truncate, extend, corrupt) on segment or tail objects is still in
+// force.
+func (r *run) damagingWriteActive() bool {
+	for id := range r.w.rules {
+		rule := r.ruleOf[id]
+		switch rule.Kind {
+		case faultbucket.Truncate, faultbucket.Extend, faultbucket.Corrupt:
+		default:
+			continue
+		}
+		if rule.Op == faultbucket.OpWrite && (rule.Key == "*" || rule.Key == "noetl.ehdb.seg.*" || rule.Key == "noetl.ehdb.tail.*") {
+			return true
+		}
+	}
+	return false
+}
+
+// writeDamageExcusesRestore: a restore may refuse a bucket holding a data
+// object that fails verification (a corrupt object is a hard error naming
+// its key, never a silently shortened replay), and while a fault still
+// damages the owner's puts its repair (read back, put again) cannot be
+// demanded: the same bucket as damage at rest, which damageOutstanding
+// excuses. Once the faults stop the owner must repair it (the final strict
+// restore and the directed damaged put of finding 2 stay checked: their
+// rules are gone by then).
+func (r *run) writeDamageExcusesRestore(ctx context.Context) bool {
+	return r.damagingWriteActive() && len(r.unreadableData(ctx)) > 0
+}
+
+// lostWithUnshippedDamage: the disk is lost while a tail object that fails
+// verification holds an event above everything the engine reported the
+// bucket to hold (shipped or confirmed synchronously). Its only intact
+// copy was on the lost disk; a hydrate refuses the damaged object (a
+// corrupt object is an error, never a silently shortened replay, and a new
+// owner writing those sequences again would meet the object under their
+// key), so the run cannot recover, exactly as with damage at rest. A
+// damaged tail object wholly at or below that floor is no excuse: those
+// events were promised.
+func (r *run) lostWithUnshippedDamage(ctx context.Context) bool {
+	for _, k := range r.unreadableData(ctx) {
+		if k.Kind == blobtier.KindTail && k.LastSeq > r.m.floor() {
+			return true
+		}
+	}
+	return false
 }

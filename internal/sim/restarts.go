@@ -123,7 +123,7 @@ func (r *run) adopt(ctx context.Context, why string) *violation {
 	// A disk lost while a segment, tail object or the watermark is damaged
 	// at rest has lost what only its copy held: the run cannot recover,
 	// and ends (see loop).
-	if r.damageOutstanding(true) || r.watermarkUnreadable(ctx) {
+	if r.damageOutstanding(true) || r.watermarkUnreadable(ctx) || r.lostWithUnshippedDamage(ctx) {
 		r.unrecoverable = true
 		r.logf("  (data damaged at rest and the disk gone: unrecoverable)")
 	}
@@ -287,7 +287,7 @@ func (r *run) opRestore(ctx context.Context, strict bool) *violation {
 	got, err := r.w.restore(ctx)
 	r.logf("restore -> %d records base %d tip %d %s", len(got.records), got.base, got.tip, errClass(err))
 	if err != nil {
-		if r.damageOutstanding(true) || (!strict && (r.damageOutstanding(false) || r.watermarkUnreadable(ctx))) {
+		if r.damageOutstanding(true) || (!strict && (r.damageOutstanding(false) || r.watermarkUnreadable(ctx) || r.writeDamageExcusesRestore(ctx))) {
 			return nil
 		}
 		return fail("restore-failed", "restore from the clean bucket failed: %v", err)
