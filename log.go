@@ -152,9 +152,9 @@ func (l *Log) open(ctx context.Context) error {
 		}
 		l.store = st
 	} else {
-		// The store records the pair it is written with and refuses
-		// another (localseg shard.json): a configuration error.
-		storeOpts.Shard = localseg.ShardPair{Index: l.own.Index, Count: l.own.Count}
+		// The store records its pair and refuses another (shard.json: a
+		// config error); with a bucket, its deletions await shipper.New.
+		storeOpts.Shard, storeOpts.DeferCleanup = localseg.ShardPair{Index: l.own.Index, Count: l.own.Count}, l.bucket != nil
 		st, err := localseg.Open(l.dir, storeOpts)
 		if errors.Is(err, localseg.ErrShardMismatch) {
 			return fmt.Errorf("open owned %s: %w: %w", l.own, affinity.ErrConfig, err)
