@@ -97,3 +97,15 @@ func (r *run) lostWithUnshippedDamage(ctx context.Context) bool {
 	}
 	return false
 }
+
+// requestFailed reports whether an injected fault of kind k fails the
+// request it hits: refused, or a write that landed while its answer was
+// lost (lost_ack). Either way an Open that fails on it failed on a bucket
+// request, not on a decision about the disk: it is no refusal (stale,
+// diverged, second writer, foreign bucket: the paths issue 12 finding 1
+// names), and a retry makes the same crash repair first (see reopen). A
+// lost_ack on the cursor object's rebuild fails Open after the verdict
+// exactly as a refused one does (seed 4906).
+func requestFailed(k faultbucket.Kind) bool {
+	return k == faultbucket.Refuse || k == faultbucket.LostAck
+}
