@@ -109,3 +109,30 @@ func (r *run) lostWithUnshippedDamage(ctx context.Context) bool {
 func requestFailed(k faultbucket.Kind) bool {
 	return k == faultbucket.Refuse || k == faultbucket.LostAck
 }
+
+// newLineage: the disk now in use does not continue the history of the
+// copies saved before (a hydrated disk, or an older copy accepted).
+func (r *run) newLineage() {
+	r.lineages++
+	r.lineage = r.lineages
+}
+
+// forkedCopy runs when the older copy pick was accepted, before its log is
+// checked. A copy saved on another lineage (before a disk loss and its
+// hydrate, or before another older copy was accepted) does not hold a
+// prefix of the history the model served since: above what the bucket was
+// reported to hold (shipped or confirmed synchronously), the current
+// disk's events were its loss window, and the older copy may hold other
+// events under those sequences (seed 6622: the hydrated disk's unshipped
+// sequence 23, then the pre-loss copy's own 23). The engine cannot tell
+// (nothing of them reached the bucket), and the contract promises only
+// what the bucket holds across a disk that is replaced, as across one
+// that is lost (forgetAbove). At or below that floor the history stays
+// checked, and a copy of the same lineage is checked in full.
+func (r *run) forkedCopy(pick int) {
+	if r.savedLine[pick] != r.lineage {
+		r.logf("  (a copy from another lineage: the history above %d is the replaced disk's loss window)", r.m.floor())
+		r.m.forgetAbove(r.m.floor())
+	}
+	r.newLineage()
+}

@@ -142,6 +142,7 @@ func (r *run) adopt(ctx context.Context, why string) *violation {
 	}
 	r.logf("  adopted: base %d tip %d", got.base, got.tip)
 	r.m.newDisk(got)
+	r.newLineage()
 	clear(r.mustRepair)
 	if curBad {
 		r.forgetLostDeletions(got)
@@ -168,8 +169,9 @@ func (r *run) opSave() *violation {
 		return nil
 	}
 	r.w.saved = append(r.w.saved, r.w.disk.CrashClone(faultfs.CrashOptions{}))
+	r.savedLine = append(r.savedLine, r.lineage)
 	if len(r.w.saved) > 3 {
-		r.w.saved = r.w.saved[1:]
+		r.w.saved, r.savedLine = r.w.saved[1:], r.savedLine[1:]
 	}
 	r.logf("save a copy of the disk (%d kept)", len(r.w.saved))
 	return nil
@@ -209,6 +211,7 @@ func (r *run) older(ctx context.Context, pick int) *violation {
 		v, _ := r.reopen(ctx, "current disk back")
 		return v
 	}
+	r.forkedCopy(pick)
 	got, err := readLog(r.w.log)
 	if err != nil {
 		return fail("read", "read the log on the older copy: %v", err)
