@@ -157,7 +157,9 @@
 // never repaired. In the highest segment a torn tail — fewer than 12 bytes
 // left, a zero header, a body past the end of the file, or a damaged last
 // frame carrying the marks of a lost sector or starting at/after a trusted
-// checkpoint's active_len — is dropped: the writable owner truncates it,
+// checkpoint's active_len, or a frame whole but for the head of its magic
+// lost with the sector before a boundary (a batch whose first sector was
+// lost and later ones landed, whole frames after it included) — is dropped: the writable owner truncates it,
 // re-writes and fsyncs what it keeps, and reports the dropped bytes
 // (OpenReport.TornTailBytes, counted up to the last non-zero byte); a
 // read-only open serves the prefix and changes nothing. The exact rules,

@@ -137,6 +137,8 @@ const sectorSize = 512
 //     one), a zeroed magic byte or an empty body, or starting at or after
 //     the trusted checkpoint's active_len: torn only if everything after it
 //     is torn too (it is the last frame);
+//   - a whole frame but for the head of its magic, lost with the sector
+//     before a boundary inside the magic: torn (lostSectorHead);
 //   - a valid frame, or bytes no torn write produces: not torn.
 //
 // Everything before ckLen was fsynced and is never torn.
@@ -157,6 +159,9 @@ func isTornTail(data []byte, o int, base, ckLen int64) bool {
 		case errors.Is(err, frame.ErrBadMagic):
 			if !magicTornLike(data[p : p+4]) {
 				return false
+			}
+			if lostSectorHead(data, base, p) {
+				return true
 			}
 			bl := int64(le32(data[p+4:]))
 			if bl > MaxBodyLen || bl > int64(len(data)-p-HeaderSize) {
