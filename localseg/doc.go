@@ -159,8 +159,9 @@
 // frame carrying the marks of a lost sector or starting at/after a trusted
 // checkpoint's active_len, or a frame whole but for the head of its magic
 // lost with the sector before a boundary (a batch whose first sector was
-// lost and later ones landed, whole frames after it included) — is dropped: the writable owner truncates it,
-// re-writes and fsyncs what it keeps, and reports the dropped bytes
+// lost and later ones landed, whole frames after it included) — is
+// dropped: the writable owner truncates it, re-writes and fsyncs what it
+// keeps, and reports the dropped bytes
 // (OpenReport.TornTailBytes, counted up to the last non-zero byte); a
 // read-only open serves the prefix and changes nothing. The exact rules,
 // and why each is safe, are on isTornTail in recover.go. A whole frame with
