@@ -65,25 +65,35 @@ func (s *Store) removeLeftovers(leftovers []uint64, tmps []string) error {
 	return nil
 }
 
+// cleanup is what a recovery with Options.DeferCleanup left in place.
+type cleanup struct {
+	leftovers []uint64
+	tmps      []string
+}
+
 // RemoveLeftovers deletes, on a store opened with Options.DeferCleanup,
 // what its recovery left in place: the segment files at or below the
-// reclaim base and the unfinished temporary files. The owner calls it
-// once the bucket's verdict lets the open go on (a refused open must
-// change no byte), before the store is shared; it is a no-op on a
-// read-only store and harmless to repeat.
+// reclaim base and the unfinished temporary files it found. The owner
+// calls it once the bucket's verdict lets the open go on (a refused open
+// must change no byte), before the store is shared. A spare segment the
+// store prepared since (it reuses the temporary name) is kept. It is a
+// no-op otherwise, and after its first call.
 func (s *Store) RemoveLeftovers() error {
-	if s.readOnly {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.deferred
+	if c == nil {
 		return nil
 	}
-	names, err := s.fs.ReadDir(s.dir)
-	if err != nil {
-		return fmt.Errorf("localseg: list %s: %w", s.dir, err)
+	s.deferred = nil
+	for s.spareBusy {
+		s.cond.Wait()
 	}
-	s.mu.Lock()
-	base := s.reclaimedSeg
-	s.mu.Unlock()
-	_, leftovers, _, tmps := classifyNames(names, base)
-	return s.removeLeftovers(leftovers, tmps)
+	tmps := c.tmps
+	if s.spareSeg != nil {
+		tmps = slices.DeleteFunc(slices.Clone(tmps), func(n string) bool { return n == spareName })
+	}
+	return s.removeLeftovers(c.leftovers, tmps)
 }
 
 // OpenReport says what Open found and did.

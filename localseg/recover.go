@@ -285,7 +285,9 @@ func (s *Store) recover() error {
 	if err := s.checkNothingMissing(kept, leftovers, idxs, ck, ckFileLen >= 0); err != nil {
 		return err
 	}
-	if !s.readOnly && !s.deferCleanup {
+	if !s.readOnly && s.deferCleanup {
+		s.deferred = &cleanup{leftovers, tmps}
+	} else if !s.readOnly {
 		if err := s.removeLeftovers(leftovers, tmps); err != nil {
 			return err
 		}

@@ -103,8 +103,10 @@ type Store struct {
 	lock          io.Closer
 	report        OpenReport
 	readers       readerCache
-	// deferCleanup: Options.DeferCleanup (see RemoveLeftovers).
+	// deferCleanup: Options.DeferCleanup; deferred is what recovery left
+	// for RemoveLeftovers.
 	deferCleanup bool
+	deferred     *cleanup
 
 	// unsafeRetryFsync, set only by a RED control test, retries a failed
 	// fsync once and acknowledges when the retry succeeds: the behaviour
