@@ -3,6 +3,7 @@ package emulator_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/bucketlog/bucketlog"
@@ -59,6 +60,9 @@ func TestRefusedOpenKeepsLeftoverSegments(t *testing.T) {
 				t.Fatal(err)
 			}
 			l = open(t, bucketlog.Options{Dir: stale, Bucket: v.b, SegmentMaxBytes: 4096, NoBackground: true})
+			if got := l.OpenReport().Store.LeftoversRemoved; !slices.Equal(got, []uint64{1}) {
+				t.Fatalf("OpenReport: leftovers removed %v, want [1]", got)
+			}
 			closeLog(t, l)
 			if _, err := os.Stat(filepath.Join(localseg.ShardDir(stale, 0), localseg.SegmentFileName(1))); !os.IsNotExist(err) {
 				t.Fatalf("the leftover segment below the reclaim base is still there after an accepted Open: %v", err)
