@@ -152,9 +152,9 @@ func (l *Log) open(ctx context.Context) error {
 		}
 		l.store = st
 	} else {
-		// The store records the pair it is written with and refuses
-		// another (localseg shard.json): a configuration error.
-		storeOpts.Shard = localseg.ShardPair{Index: l.own.Index, Count: l.own.Count}
+		// The store records its pair and refuses another (shard.json); with
+		// a bucket its deletions await shipper.New (Store report read after).
+		storeOpts.Shard, storeOpts.DeferCleanup = localseg.ShardPair{Index: l.own.Index, Count: l.own.Count}, l.bucket != nil
 		st, err := localseg.Open(l.dir, storeOpts)
 		if errors.Is(err, localseg.ErrShardMismatch) {
 			return fmt.Errorf("open owned %s: %w: %w", l.own, affinity.ErrConfig, err)
@@ -204,7 +204,7 @@ func (l *Log) open(ctx context.Context) error {
 	l.ship = s
 	found := s.Reconciled()
 	l.openRep.BucketTip, l.openRep.ShippedThrough = found.BucketTip, found.ShippedThrough
-	l.openRep.DurableSegments, l.openRep.Watermark = found.DurableSegments, found.Watermark
+	l.openRep.DurableSegments, l.openRep.Watermark, l.openRep.Store = found.DurableSegments, found.Watermark, l.store.OpenReport()
 	if !hasRec {
 		if err := bucketrec.Write(o.FS, l.dir, bucketrec.Record{URL: blobtier.Redact(bucketURLForRecord(o))}); err != nil {
 			l.m.Forget()

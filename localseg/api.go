@@ -171,6 +171,11 @@ type Options struct {
 	SealMaxAge time.Duration
 	// ReadOnly opens without the lock, serves reads and changes nothing.
 	ReadOnly bool
+	// DeferCleanup makes a writable open keep what its recovery would
+	// delete (segment files at or below the reclaim base, unfinished
+	// temporary files) until RemoveLeftovers: an owner whose open the
+	// bucket may still refuse leaves the directory as it found it.
+	DeferCleanup bool
 	// NoPreallocate disables preallocating the active segment.
 	NoPreallocate bool
 	// Shard, when Count is not 0, is the shard pair the store belongs to:

@@ -130,7 +130,9 @@
 //
 // Open lists the segments (those at or below reclaim.json are deleted
 // unread by a writable open, skipped by a read-only one; a missing id in
-// between is corruption). A store whose own durable records show more than
+// between is corruption). With Options.DeferCleanup those deletions (and
+// of unfinished temporary files) wait for RemoveLeftovers: the engine
+// calls it once the bucket's verdict lets its open go on. A store whose own durable records show more than
 // its files hold is refused, writable or read-only, before anything is
 // changed (ErrLostState, an ErrInvalidState, naming the evidence and the
 // way to rebuild from a bucket): a parsing checkpoint naming a segment above
@@ -155,8 +157,11 @@
 // never repaired. In the highest segment a torn tail — fewer than 12 bytes
 // left, a zero header, a body past the end of the file, or a damaged last
 // frame carrying the marks of a lost sector or starting at/after a trusted
-// checkpoint's active_len — is dropped: the writable owner truncates it,
-// re-writes and fsyncs what it keeps, and reports the dropped bytes
+// checkpoint's active_len, or a frame whole but for the head of its magic
+// lost with the sector before a boundary (a batch whose first sector was
+// lost and later ones landed, whole frames after it included) — is
+// dropped: the writable owner truncates it, re-writes and fsyncs what it
+// keeps, and reports the dropped bytes
 // (OpenReport.TornTailBytes, counted up to the last non-zero byte); a
 // read-only open serves the prefix and changes nothing. The exact rules,
 // and why each is safe, are on isTornTail in recover.go. A whole frame with

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/bucketlog/bucketlog/frame"
@@ -138,6 +137,8 @@ const sectorSize = 512
 //     one), a zeroed magic byte or an empty body, or starting at or after
 //     the trusted checkpoint's active_len: torn only if everything after it
 //     is torn too (it is the last frame);
+//   - a whole frame but for the head of its magic, lost with the sector
+//     before a boundary inside the magic: torn (lostSectorHead);
 //   - a valid frame, or bytes no torn write produces: not torn.
 //
 // Everything before ckLen was fsynced and is never torn.
@@ -158,6 +159,9 @@ func isTornTail(data []byte, o int, base, ckLen int64) bool {
 		case errors.Is(err, frame.ErrBadMagic):
 			if !magicTornLike(data[p : p+4]) {
 				return false
+			}
+			if lostSectorHead(data, base, p) {
+				return true
 			}
 			bl := int64(le32(data[p+4:]))
 			if bl > MaxBodyLen || bl > int64(len(data)-p-HeaderSize) {
@@ -270,27 +274,7 @@ func (s *Store) recover() error {
 	if err != nil && !(s.readOnly && errors.Is(err, fs.ErrNotExist)) {
 		return fmt.Errorf("localseg: list %s: %w", s.dir, err)
 	}
-	var kept, leftovers, idxs []uint64
-	var tmps []string
-	for _, name := range names {
-		if id, ok := parseSegmentName(name); ok {
-			if id <= s.reclaimedSeg {
-				leftovers = append(leftovers, id)
-			} else {
-				kept = append(kept, id)
-			}
-		} else if strings.HasSuffix(name, tmpSuffix) && (strings.HasPrefix(name, segPrefix) || strings.HasPrefix(name, manifestName) || strings.HasPrefix(name, shardName)) {
-			tmps = append(tmps, name)
-		} else if id, ok := parseSegmentIndexName(name); ok && id <= s.reclaimedSeg {
-			// The index file of a reclaimed segment (reclaim removes it
-			// first; a crash can interrupt that).
-			tmps = append(tmps, name)
-		} else if ok {
-			idxs = append(idxs, id)
-		}
-	}
-	slices.Sort(kept)
-	slices.Sort(leftovers)
+	kept, leftovers, idxs, tmps := classifyNames(names, s.reclaimedSeg)
 	// Before anything is changed: a refused open leaves the directory as
 	// it found it.
 	for i, id := range kept {
@@ -301,27 +285,11 @@ func (s *Store) recover() error {
 	if err := s.checkNothingMissing(kept, leftovers, idxs, ck, ckFileLen >= 0); err != nil {
 		return err
 	}
-	if !s.readOnly && len(leftovers)+len(tmps) > 0 {
-		// Segments at or below the reclaim manifest are gone by
-		// definition (a crash interrupted their unlinks): they are
-		// deleted without being read. Temporary files are unfinished
-		// renames.
-		for _, id := range leftovers {
-			if err := s.fs.Remove(s.segPath(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("localseg: remove reclaimed segment %d: %w", id, err)
-			}
-		}
-		for _, name := range tmps {
-			if err := s.fs.Remove(filepath.Join(s.dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("localseg: remove %s: %w", name, err)
-			}
-		}
-		if err := s.fs.SyncDir(s.dir); err != nil {
-			return fmt.Errorf("localseg: fsync directory %s: %w", s.dir, err)
-		}
-		s.report.LeftoversRemoved = leftovers
-		if len(leftovers) > 0 {
-			s.log.Info("localseg: removed segments at or below the reclaim manifest", "dir", s.dir, "segments", leftovers)
+	if !s.readOnly && s.deferCleanup {
+		s.deferred = &cleanup{leftovers, tmps}
+	} else if !s.readOnly {
+		if err := s.removeLeftovers(leftovers, tmps); err != nil {
+			return err
 		}
 	}
 	if len(kept) == 0 {

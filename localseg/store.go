@@ -103,6 +103,10 @@ type Store struct {
 	lock          io.Closer
 	report        OpenReport
 	readers       readerCache
+	// deferCleanup: Options.DeferCleanup; deferred is what recovery left
+	// for RemoveLeftovers.
+	deferCleanup bool
+	deferred     *cleanup
 
 	// unsafeRetryFsync, set only by a RED control test, retries a failed
 	// fsync once and acknowledges when the retry succeeds: the behaviour
@@ -244,6 +248,7 @@ func open(dir string, opts Options) (*Store, error) {
 		pend:     &batch{gen: 1},
 		spare:    &batch{},
 	}
+	s.deferCleanup = opts.DeferCleanup
 	s.cond.L = &s.mu
 	s.readers.init(s.fs, dir)
 	err := s.recover()
@@ -317,13 +322,6 @@ func (s *Store) closeFiles() error {
 
 // Dir is the store's directory.
 func (s *Store) Dir() string { return s.dir }
-
-// OpenReport says what Open found and did.
-func (s *Store) OpenReport() OpenReport {
-	r := s.report
-	r.LeftoversRemoved = append([]uint64(nil), r.LeftoversRemoved...)
-	return r
-}
 
 // Tip is the highest durable sequence (the reclaim base when every event
 // was reclaimed; 0 for an empty store).

@@ -137,7 +137,7 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 		case !ok:
 			return fmt.Errorf("%w: the bucket holds segment %d (%s) that the local store lacks", ErrDiverged, id, info.Key)
 		}
-		match, damaged, err := s.matches(ctx, info, seg, !verifiedBefore(seg, cur.ShippedThrough, tails))
+		match, damaged, err := s.matches(ctx, info, seg, !verifiedAtStart(seg, snap.Segments, cur.ShippedThrough, tails))
 		if err != nil {
 			return err
 		}

@@ -139,6 +139,12 @@ func New(ctx context.Context, store Store, b blobtier.Bucket, o Options) (*Shipp
 	for {
 		err := s.reconcile(ctx)
 		if err == nil {
+			// The verdict let the open go on: only now does the store drop
+			// what its recovery kept (localseg Options.DeferCleanup), so a
+			// refused open changed no byte of the directory.
+			if err := store.RemoveLeftovers(); err != nil {
+				return nil, err
+			}
 			return s, nil
 		}
 		if !transientStartup(err) || time.Now().Add(backoff).After(deadline) {
@@ -179,6 +185,9 @@ type Store interface {
 	Reclaim(throughSegment uint64) (localseg.ReclaimResult, error)
 	Seal() (bool, error)
 	SealIfDue() (bool, error)
+	// RemoveLeftovers deletes what a recovery opened with
+	// localseg.Options.DeferCleanup kept (a no-op otherwise).
+	RemoveLeftovers() error
 }
 
 var _ Store = (*localseg.Store)(nil)

@@ -123,7 +123,7 @@ func (r *run) adopt(ctx context.Context, why string) *violation {
 	// A disk lost while a segment, tail object or the watermark is damaged
 	// at rest has lost what only its copy held: the run cannot recover,
 	// and ends (see loop).
-	if r.damageOutstanding(true) || r.watermarkDamaged() {
+	if r.damageOutstanding(true) || r.watermarkUnreadable(ctx) || r.lostWithUnshippedDamage(ctx) {
 		r.unrecoverable = true
 		r.logf("  (data damaged at rest and the disk gone: unrecoverable)")
 	}
@@ -142,6 +142,7 @@ func (r *run) adopt(ctx context.Context, why string) *violation {
 	}
 	r.logf("  adopted: base %d tip %d", got.base, got.tip)
 	r.m.newDisk(got)
+	r.newLineage()
 	clear(r.mustRepair)
 	if curBad {
 		r.forgetLostDeletions(got)
@@ -168,8 +169,9 @@ func (r *run) opSave() *violation {
 		return nil
 	}
 	r.w.saved = append(r.w.saved, r.w.disk.CrashClone(faultfs.CrashOptions{}))
+	r.savedLine = append(r.savedLine, r.lineage)
 	if len(r.w.saved) > 3 {
-		r.w.saved = r.w.saved[1:]
+		r.w.saved, r.savedLine = r.w.saved[1:], r.savedLine[1:]
 	}
 	r.logf("save a copy of the disk (%d kept)", len(r.w.saved))
 	return nil
@@ -209,6 +211,7 @@ func (r *run) older(ctx context.Context, pick int) *violation {
 		v, _ := r.reopen(ctx, "current disk back")
 		return v
 	}
+	r.forkedCopy(pick)
 	got, err := readLog(r.w.log)
 	if err != nil {
 		return fail("read", "read the log on the older copy: %v", err)
@@ -287,7 +290,7 @@ func (r *run) opRestore(ctx context.Context, strict bool) *violation {
 	got, err := r.w.restore(ctx)
 	r.logf("restore -> %d records base %d tip %d %s", len(got.records), got.base, got.tip, errClass(err))
 	if err != nil {
-		if r.damageOutstanding(true) || (!strict && r.damageOutstanding(false)) {
+		if r.damageOutstanding(true) || (!strict && (r.damageOutstanding(false) || r.watermarkUnreadable(ctx) || r.writeDamageExcusesRestore(ctx))) {
 			return nil
 		}
 		return fail("restore-failed", "restore from the clean bucket failed: %v", err)

@@ -128,6 +128,10 @@ type run struct {
 	curNoted  string      // the cursor object's damaged bytes at rest already noted
 	curFired  map[int]int // damaging write rules on the cursor object: firings noted
 	hideFired map[int]int // hide-on-list rules: firings noted
+	// lineage names the disk's history (see forkedCopy); savedLine is
+	// the lineage of each of w.saved.
+	lineage, lineages int
+	savedLine         []int
 }
 
 func (r *run) logf(format string, args ...any) {

@@ -419,7 +419,7 @@ func (r *run) reopen(ctx context.Context, why string) (*violation, error) {
 		// writer, foreign bucket), and a damaged object (class 15) stays
 		// checked.
 		var injected *faultbucket.Error
-		repairOnly := errors.As(err, &injected) && injected.Kind == faultbucket.Refuse ||
+		repairOnly := errors.As(err, &injected) && requestFailed(injected.Kind) ||
 			r.w.fb.Total() > faults && errClass(err) == "err=corrupt_object" && !r.damagedAtRest(err.Error())
 		for _, c := range strings.Fields(changed) {
 			repairOnly = repairOnly && strings.HasPrefix(c, "~") && strings.HasSuffix(c, ".eslog")
