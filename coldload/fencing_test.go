@@ -164,7 +164,9 @@ func TestLineageSkipsZombieSegmentsAtAndAboveFence(t *testing.T) {
 	// The new owner seals 11..14 at its start segment; the zombie got to
 	// the next id first (a lower-epoch segment at a skipped id).
 	putE(t, b, blobtier.SegmentKey(0, cut.StartSegment), frames(t, evFrames(11, 14, ownerPayload)...), 1)
-	putE(t, b, blobtier.SegmentKey(0, cut.StartSegment+1), frames(t, evFrames(16, 20, zombiePayload)...), 0)
+	// It holds events within the cut (identical bytes): only the fence
+	// rule tells it is not the log's.
+	putE(t, b, blobtier.SegmentKey(0, cut.StartSegment+1), frames(t, evFrames(9, 10, plain)...), 0)
 	putE(t, b, blobtier.TailKey(0, 15, 16), frames(t, evFrames(15, 16, ownerPayload)...), 1)
 	dir, rep := mustHydrate(t, b, 0, coldload.Options{})
 	wantHistory(t, payloads(t, dir), 16, func(s uint64) string {
@@ -344,5 +346,35 @@ func TestLineageBrokenChainRefusedBeforeWriting(t *testing.T) {
 				t.Fatalf("verify: %v %+v", err, vr.Problems)
 			}
 		})
+	}
+}
+
+// TestLineageCutsAStraddlingSegment: a segment of an ended epoch holding
+// events on both sides of its cut (parallel uploads can land one after the
+// claimant's listing) keeps only its valid prefix.
+func TestLineageCutsAStraddlingSegment(t *testing.T) {
+	b, _ := memBucket(t)
+	put(t, b, blobtier.SegmentKey(0, 1), frames(t, evFrames(1, 5, plain)...))
+	putCut(t, b, 0, fencing.NewStartRecord(1, 0, 10, 2, 0))
+	put(t, b, blobtier.SegmentKey(0, 2), frames(t, evFrames(6, 12, func(s uint64) string {
+		if s > 10 {
+			return zombiePayload(s)
+		}
+		return plain(s)
+	})...))
+	putE(t, b, blobtier.TailKey(0, 11, 13), frames(t, evFrames(11, 13, ownerPayload)...), 1)
+	dir, rep := mustHydrate(t, b, 0, coldload.Options{})
+	wantHistory(t, payloads(t, dir), 13, func(s uint64) string {
+		if s > 10 {
+			return ownerPayload(s)
+		}
+		return plain(s)
+	})
+	if rep.ZombieObjects != 0 || rep.Segments != 2 {
+		t.Fatalf("zombies %d segments %d", rep.ZombieObjects, rep.Segments)
+	}
+	vr, err := coldload.Verify(ctxT(t), b, coldload.VerifyOptions{})
+	if err != nil || !vr.OK() || vr.Shards[0].Through != 13 {
+		t.Fatalf("verify: %v %+v %+v", err, vr.Problems, vr.Shards)
 	}
 }
