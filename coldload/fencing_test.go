@@ -378,3 +378,25 @@ func TestLineageCutsAStraddlingSegment(t *testing.T) {
 		t.Fatalf("verify: %v %+v %+v", err, vr.Problems, vr.Shards)
 	}
 }
+
+// TestLineageToleratesEpochFieldsOfWatermarkAndCursor: the writer bumps
+// `epoch` (and adds `durable_seq`) inside the watermark and the cursor
+// object; a cold load reads them as before.
+func TestLineageToleratesEpochFieldsOfWatermarkAndCursor(t *testing.T) {
+	b, _ := memBucket(t)
+	ctx := context.Background()
+	put(t, b, blobtier.SegmentKey(0, 1), frames(t, evFrames(1, 5, plain)...))
+	put(t, b, blobtier.SegmentKey(0, 2), frames(t, evFrames(6, 10, plain)...))
+	putCut(t, b, 0, fencing.NewStartRecord(1, 0, 10, 2, 5))
+	putE(t, b, blobtier.TailKey(0, 11, 12), frames(t, evFrames(11, 12, ownerPayload)...), 1)
+	if err := b.Put(ctx, blobtier.WatermarkKey(0), []byte(`{"seq":5,"segment":1,"v":3,"epoch":1,"durable_seq":12}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Put(ctx, blobtier.CursorKey(0), []byte(`{"v":4,"shipped_through":12,"consumers":{"c":11},"epoch":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	_, rep := mustHydrate(t, b, 0, coldload.Options{})
+	if rep.Base != 5 || rep.LastSeq != 12 || rep.ShippedThrough != 12 || rep.Consumers != 1 || rep.CursorDamaged {
+		t.Fatalf("report %+v", rep)
+	}
+}
