@@ -8,7 +8,8 @@
 // A caller reads only the parts it needs (Options.Parts): a part not asked
 // for issues no request, so a path that listed nothing before lists nothing
 // now. The parts are read in DefaultOrder (or Options.Order), and the first
-// failure ends the read.
+// failure ends the read. The writer-fencing parts (start records, claims;
+// fencing.go) come after the data listings, in FencingOrder.
 package bucketview
 
 import (
