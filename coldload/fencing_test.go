@@ -175,8 +175,8 @@ func TestLineageSkipsZombieSegmentsAtAndAboveFence(t *testing.T) {
 		}
 		return plain(s)
 	})
-	if rep.ZombieObjects != 2 {
-		t.Fatalf("zombie objects %d, want 2 (the fence segment and the one at start+1)", rep.ZombieObjects)
+	if rep.ZombieObjects != 2 || rep.HighestSegmentID != cut.StartSegment+1 || rep.Lineage.HighestStartSegment != cut.StartSegment {
+		t.Fatalf("zombie objects %d (want 2: the fence segment and the one at start+1), highest %d, %+v", rep.ZombieObjects, rep.HighestSegmentID, rep.Lineage)
 	}
 	// Ids 1, 2, then the start segment collapsed to 3, the zombie's slot
 	// (an empty file) 4, then the append store's segment.

@@ -53,6 +53,11 @@ type Fenced struct {
 	ZombieObjects int `json:"zombie_objects"`
 	// Lineage is the chain the cold load followed.
 	Lineage LineageReport `json:"lineage"`
+	// HighestSegmentID is the highest segment id the bucket listed (in
+	// bucket ids: gaps and stale writers' objects included, unlike
+	// NextSegment, which counts in the restored store's ids). A new cut's
+	// fence lies above it and above Lineage.HighestStartSegment.
+	HighestSegmentID uint64 `json:"highest_segment_id"`
 }
 
 // LineageReport is a chain of start records as a report shows it.
@@ -64,11 +69,14 @@ type LineageReport struct {
 	Cuts []fencing.StartRecord `json:"cuts"`
 	// OffChain are the epochs whose start records are not on the chain.
 	OffChain []uint64 `json:"off_chain"`
+	// HighestStartSegment is the highest start_segment of any start
+	// record, on the chain or off it (0 when none).
+	HighestStartSegment uint64 `json:"highest_start_segment"`
 }
 
 // ReportLineage describes l.
 func ReportLineage(l fencing.Lineage) LineageReport {
-	r := LineageReport{Epochs: []uint64{0}, Cuts: l.Records(), OffChain: l.OffChain()}
+	r := LineageReport{Epochs: []uint64{0}, Cuts: l.Records(), OffChain: l.OffChain(), HighestStartSegment: l.HighestStartSegment()}
 	for _, c := range r.Cuts {
 		r.Epochs = append(r.Epochs, c.Epoch)
 	}
@@ -238,5 +246,5 @@ func (h *run) segmentLineage(it *segItem, e uint64, data []byte, sum frame.Segme
 func (h *run) account(rep *Report) {
 	rep.Objects += int(h.reads.Load())
 	rep.Bytes += h.readBytes.Load()
-	rep.ZombieObjects = h.zomb.count(h.p.gapSegs)
+	rep.ZombieObjects, rep.HighestSegmentID = h.zomb.count(h.p.gapSegs), h.p.maxSegID
 }

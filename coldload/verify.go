@@ -290,7 +290,7 @@ func verifyShard(ctx context.Context, b Reader, shard uint32, conc int, prog *pr
 	// Segments are read in parallel: order the findings by key so two runs
 	// over the same bucket print the same report.
 	slices.SortStableFunc(problems, func(a, b Problem) int { return strings.Compare(a.Key, b.Key) })
-	sr.ZombieObjects = h.zomb.count(p.gapSegs)
+	sr.ZombieObjects, sr.HighestSegmentID = h.zomb.count(p.gapSegs), p.maxSegID
 	return sr, problems, reads + int(h.reads.Load()), h.readBytes.Load(), nil
 }
 
