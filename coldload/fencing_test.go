@@ -400,3 +400,57 @@ func TestLineageToleratesEpochFieldsOfWatermarkAndCursor(t *testing.T) {
 		t.Fatalf("report %+v", rep)
 	}
 }
+
+// midRead runs inject once, right after the first listing of tail objects
+// or start records ends: a takeover and a zombie's put landing while a
+// reader is between its listings.
+type midRead struct {
+	blobtier.Bucket
+	inject func()
+	done   bool
+}
+
+func (m *midRead) List(ctx context.Context, shard uint32, kind blobtier.Kind) iter.Seq2[blobtier.ObjectInfo, error] {
+	inner := m.Bucket.List(ctx, shard, kind)
+	return func(yield func(blobtier.ObjectInfo, error) bool) {
+		for info, err := range inner {
+			if !yield(info, err) {
+				return
+			}
+		}
+		if !m.done && (kind == blobtier.KindTail || kind == blobtier.KindStart) {
+			m.done = true
+			m.inject()
+		}
+	}
+}
+
+// TestLineageCutDuringTheRead: a cut, the new owner's tail and a zombie's
+// tail beyond the cut all land between the reader's listings. Start
+// records are listed after the data, so the restore is a prefix of the
+// valid history (here epoch 0's 1..8), never the zombie's. Kills the
+// mutant that lists the start records before the data (it restores the
+// zombie's 9..12 and skips the owner's tail as off the chain).
+func TestLineageCutDuringTheRead(t *testing.T) {
+	b, _ := memBucket(t)
+	put(t, b, blobtier.SegmentKey(0, 1), frames(t, evFrames(1, 5, plain)...))
+	put(t, b, blobtier.TailKey(0, 6, 8), frames(t, evFrames(6, 8, plain)...))
+	r := &midRead{Bucket: b, inject: func() {
+		putCut(t, b, 0, fencing.NewStartRecord(1, 0, 8, 1, 0))
+		putE(t, b, blobtier.TailKey(0, 9, 12), frames(t, evFrames(9, 12, zombiePayload)...), 0)
+		putE(t, b, blobtier.TailKey(0, 9, 10), frames(t, evFrames(9, 10, ownerPayload)...), 1)
+	}}
+	dir, _ := mustHydrate(t, r, 0, coldload.Options{})
+	wantHistory(t, payloads(t, dir), 8, plain)
+	// The next read sees everything: the owner's history after the cut.
+	dir, rep := mustHydrate(t, b, 0, coldload.Options{})
+	wantHistory(t, payloads(t, dir), 10, func(s uint64) string {
+		if s > 8 {
+			return ownerPayload(s)
+		}
+		return plain(s)
+	})
+	if rep.ZombieObjects != 1 {
+		t.Fatalf("zombie objects %d", rep.ZombieObjects)
+	}
+}
