@@ -454,3 +454,36 @@ func TestLineageCutDuringTheRead(t *testing.T) {
 		t.Fatalf("zombie objects %d", rep.ZombieObjects)
 	}
 }
+
+// TestLineageEpochThatSealedNothing: epoch 1 took over and shipped only
+// tail objects; epoch 2 took over from it (its fence right above epoch 1's
+// start segment, which no object holds) and sealed. The unused start
+// segment is no hole, and the restored ids run consecutively.
+func TestLineageEpochThatSealedNothing(t *testing.T) {
+	b, _ := memBucket(t)
+	put(t, b, blobtier.SegmentKey(0, 1), frames(t, evFrames(1, 5, plain)...))
+	r1 := fencing.NewStartRecord(1, 0, 5, 1, 0)
+	putCut(t, b, 0, r1)
+	putE(t, b, blobtier.TailKey(0, 6, 8), frames(t, evFrames(6, 8, ownerPayload)...), 1)
+	r2 := fencing.NewStartRecord(2, 1, 8, r1.StartSegment, 0)
+	putCut(t, b, 0, r2)
+	putE(t, b, blobtier.SegmentKey(0, r2.StartSegment), frames(t, evFrames(6, 10, ownerPayload)...), 2)
+	putE(t, b, blobtier.SegmentKey(0, r2.StartSegment+1), frames(t, evFrames(11, 12, ownerPayload)...), 2)
+	dir, rep := mustHydrate(t, b, 0, coldload.Options{})
+	wantHistory(t, payloads(t, dir), 12, func(s uint64) string {
+		if s > 5 {
+			return ownerPayload(s)
+		}
+		return plain(s)
+	})
+	if ids := segmentFiles(t, dir); len(ids) < 3 || ids[0] != 1 || ids[1] != 2 || ids[2] != 3 || rep.NextSegment != 4 {
+		t.Fatalf("segment files %v, next %d", ids, rep.NextSegment)
+	}
+	if st := openRW(t, dir); st.Tip() != 12 {
+		t.Fatalf("reopened tip %d", st.Tip())
+	}
+	vr, err := coldload.Verify(ctxT(t), b, coldload.VerifyOptions{})
+	if err != nil || !vr.OK() || vr.Shards[0].Through != 12 {
+		t.Fatalf("verify: %v %+v %+v", err, vr.Problems, vr.Shards)
+	}
+}

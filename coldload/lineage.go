@@ -1,8 +1,10 @@
 package coldload
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"github.com/bucketlog/bucketlog/fencing"
@@ -104,24 +106,51 @@ func (p *plan) gapOf(id uint64) (fencing.StartRecord, bool) {
 }
 
 // follows reports whether segment id may follow segment prev: it is the
-// next id, or every id between them lies in a cut's gap.
+// next id, or every id between them lies in a cut's gap or is an unused
+// start segment.
 func (p *plan) follows(prev, id uint64) bool {
 	for x := prev + 1; x < id; {
-		r, ok := p.gapOf(x)
-		if !ok {
+		if r, ok := p.gapOf(x); ok {
+			x = r.StartSegment
+			continue
+		}
+		if !slices.Contains(p.unused, x) {
 			return false
 		}
-		x = r.StartSegment
+		x++
 	}
 	return id > prev
 }
 
+// unusedStarts returns the start segments of ended epochs that sealed
+// nothing: the cut that ended such an epoch put its fence right above the
+// epoch's start segment (above every start segment it saw), and no object
+// holds that id. It is the one id outside a gap a valid history skips.
+func (p *plan) unusedStarts() []uint64 {
+	var out []uint64
+	for _, r := range p.lin.Records() {
+		prev, ok := p.lin.Record(r.PrevEpoch)
+		if !ok || r.FenceSegment != prev.StartSegment+1 || prev.StartSegment <= p.mark.Segment {
+			continue
+		}
+		if _, held := slices.BinarySearchFunc(p.segs, prev.StartSegment, func(s segObj, id uint64) int { return cmp.Compare(s.id, id) }); !held {
+			out = append(out, prev.StartSegment)
+		}
+	}
+	return out
+}
+
 // localID is the id a segment object of bucket id gets in a restored store:
-// every cut's gap between the watermark segment and it collapsed (localseg
-// wants consecutive ids from its reclaim base). An id inside a gap maps to
-// the gap's fence.
+// every cut's gap, and every unused start segment, between the watermark
+// segment and it collapsed (localseg wants consecutive ids from its reclaim
+// base). An id inside a gap maps to the gap's fence.
 func (p *plan) localID(id uint64) uint64 {
 	local := id
+	for _, u := range p.unused {
+		if u < id {
+			local--
+		}
+	}
 	for _, r := range p.lin.Records() {
 		if r.StartSegment <= p.mark.Segment {
 			continue // below the reclaim base: the store never holds those ids

@@ -85,6 +85,7 @@ type plan struct {
 	// writer's.
 	lin     fencing.Lineage
 	gapSegs int
+	unused  []uint64 // unused start segments (lineage.go)
 }
 
 // empty reports that the bucket holds no usable object for the shard.
@@ -174,6 +175,7 @@ func makePlan(ctx context.Context, r Reader, shard uint32) (*plan, error) {
 	}
 	slices.SortFunc(p.segs, func(a, b segObj) int { return cmp.Compare(a.id, b.id) })
 	p.segs = slices.CompactFunc(p.segs, func(a, b segObj) bool { return a.id == b.id })
+	p.unused = p.unusedStarts()
 
 	for _, info := range v.TailObjects {
 		k := info.Parsed
