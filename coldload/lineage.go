@@ -27,7 +27,8 @@ import (
 //     start_segment (only a fenced writer writes there), and objects holding
 //     no valid frame are skipped and counted (Report.ZombieObjects,
 //     ShardReport.ZombieObjects). A skipped segment still occupies its id.
-//   - Segment ids may skip exactly a cut's gap; sequences never skip.
+//   - Segment ids may skip exactly a cut's gap, and the start segment of an
+//     ended epoch that sealed nothing; sequences never skip.
 //   - Valid duplicates must be byte-identical (a *ConflictError naming both
 //     keys, as before).
 //
