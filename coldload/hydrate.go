@@ -120,7 +120,7 @@ type Report struct {
 	// and therefore never read.
 	Unparsed []string `json:"unparsed_keys"`
 	// NextSegment is the id of the store's empty active segment: above every
-	// segment id the bucket has seen.
+	// segment id the bucket has seen (cuts' gaps collapsed: lineage.go).
 	NextSegment uint64 `json:"next_segment"`
 	// FillerSegments counts the empty segment files a partial restore
 	// created for ids between its prefix and NextSegment (see Options).
