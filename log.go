@@ -128,8 +128,7 @@ func (l *Log) open(ctx context.Context) error {
 			}
 			l.openRep.Hydrated = rep.Objects > 0
 			l.openRep.Hydrate = &rep
-			l.m.TailRecoveredRecords.Add(float64(rep.TailRecords))
-			l.m.TailObjectsSuperseded.Add(float64(rep.TailSuperseded))
+			l.m.ColdLoad(rep.TailRecords, rep.TailSuperseded, rep.ZombieObjects)
 		}
 	}
 

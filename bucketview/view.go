@@ -8,7 +8,8 @@
 // A caller reads only the parts it needs (Options.Parts): a part not asked
 // for issues no request, so a path that listed nothing before lists nothing
 // now. The parts are read in DefaultOrder (or Options.Order), and the first
-// failure ends the read.
+// failure ends the read. The writer-fencing parts (start records, claims;
+// fencing.go) come after the data listings, in FencingOrder.
 package bucketview
 
 import (
@@ -68,6 +69,10 @@ type Options struct {
 	// may refuse: its error ends the read before the next part's requests,
 	// so a verdict reached early costs no further request.
 	Check func(v *View, done Parts) error
+	// ReadClaims reads every claim's body with the Claims part (an
+	// operator's view: who claimed each epoch); without it Claims is a
+	// listing only.
+	ReadClaims bool
 }
 
 // View is one shard's bucket state as one Read found it.
@@ -103,6 +108,9 @@ type View struct {
 	// Unparsed are the keys listed under this shard's prefixes that are not
 	// understood: never read, never deleted, only counted.
 	Unparsed []blobtier.ObjectInfo
+
+	// The fencing parts (fencing.go): start records, claims, the lineage.
+	fencingState
 }
 
 // Understood reports whether a listed object is one this shard's code
@@ -125,12 +133,12 @@ func Understood(info blobtier.ObjectInfo, shard uint32, kind blobtier.Kind) bool
 func Read(ctx context.Context, b Lister, shard uint32, o Options) (View, error) {
 	v := View{Shard: shard, Parts: o.Parts}
 	rb, canRead := b.(Bucket)
-	if o.Parts&(Watermark|Cursor) != 0 && !canRead {
+	if (o.Parts&(Watermark|Cursor|StartRecords) != 0 || (o.Parts&Claims != 0 && o.ReadClaims)) && !canRead {
 		return v, fmt.Errorf("bucketview: shard %d: the bucket cannot read objects", shard)
 	}
 	order := o.Order
 	if order == nil {
-		order = DefaultOrder
+		order = FencingOrder // DefaultOrder, then the fencing parts
 	}
 	for _, part := range order {
 		if o.Parts&part == 0 {
@@ -174,6 +182,10 @@ func (v *View) read(ctx context.Context, b Lister, rb Bucket, part Parts, o Opti
 		v.SegmentObjects, err = v.list(ctx, b, blobtier.KindSegment)
 	case Tails:
 		v.TailObjects, err = v.list(ctx, b, blobtier.KindTail)
+	case StartRecords:
+		err = v.readStarts(ctx, b, rb)
+	case Claims:
+		err = v.readClaims(ctx, b, rb, o.ReadClaims)
 	}
 	if err != nil {
 		return &PartError{Part: part, Shard: v.Shard, Err: err}
@@ -199,6 +211,10 @@ func (e *PartError) Error() string {
 		return fmt.Sprintf("list segments of shard %d: %v", e.Shard, e.Err)
 	case Tails:
 		return fmt.Sprintf("list tail objects of shard %d: %v", e.Shard, e.Err)
+	case StartRecords:
+		return fmt.Sprintf("read the start records of shard %d: %v", e.Shard, e.Err)
+	case Claims:
+		return fmt.Sprintf("list the claims of shard %d: %v", e.Shard, e.Err)
 	}
 	return e.Err.Error()
 }

@@ -44,6 +44,12 @@
 //     cursor write. A restore retries while the bucket changes; for a dead
 //     owner's bucket an operator who knows the history was reclaimed uses
 //     AllowWatermarkAhead.
+//     After the listings the start records of writer fencing are read and
+//     their chain built (a damaged record or a broken chain is ErrLineage,
+//     before anything is written); every object read from here on is
+//     judged by the lineage rule (lineage.go: frames of epochs off the
+//     chain or beyond their epoch's cut are dropped, such objects skipped
+//     and counted in Report.ZombieObjects).
 //  3. Write the watermark as reclaim.json first, so the store's base offset
 //     holds and its segment ids start above every reclaimed one.
 //  4. Read the segments above the watermark segment in parallel

@@ -120,7 +120,7 @@ type Report struct {
 	// and therefore never read.
 	Unparsed []string `json:"unparsed_keys"`
 	// NextSegment is the id of the store's empty active segment: above every
-	// segment id the bucket has seen.
+	// segment id the bucket has seen (cuts' gaps collapsed: lineage.go).
 	NextSegment uint64 `json:"next_segment"`
 	// FillerSegments counts the empty segment files a partial restore
 	// created for ids between its prefix and NextSegment (see Options).
@@ -145,6 +145,7 @@ type Report struct {
 	Short    *ShortError `json:"short,omitempty"`
 	Empty    bool        `json:"empty"`
 	Attempts int         `json:"attempts"`
+	Fenced               // zombie_objects and the lineage followed (lineage.go)
 }
 
 // Hydrate rebuilds shard's local store in dir from the bucket alone (docs/FORMAT.md
@@ -263,14 +264,11 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	h := &run{r: b, p: p, fsys: opts.Store.FS, dir: tmp, conc: opts.Concurrency,
-		prog: &progress{fn: opts.Progress}, seen: make([]atomic.Bool, len(p.tails)), cancel: cancel}
+		prog: &progress{fn: opts.Progress}, seen: make([]atomic.Bool, len(p.tails)), cancel: cancel, zomb: newZombies(p)}
 	if p.hasCursor {
 		h.cons = newConsumerTracker(p.cursor.ShippedThrough)
 	}
-	defer func() {
-		rep.Objects += int(h.reads.Load())
-		rep.Bytes += h.readBytes.Load()
-	}()
+	defer h.account(&rep) // objects and bytes read, zombies skipped
 	if p.hasMark {
 		rep.Objects++
 	}
@@ -279,7 +277,7 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 	}
 	rep.Base, rep.BaseSegment = p.mark.Seq, p.mark.Segment
 	rep.OrphanSegments, rep.TailBelowWatermark = p.orphanSegs, p.orphanTails
-	rep.Unparsed = p.unparsed
+	rep.Unparsed, rep.Lineage = p.unparsed, ReportLineage(p.lin)
 	rep.ShippedThrough = p.cursor.ShippedThrough
 	rep.NextSegment = p.nextSegment()
 	if p.cursorErr != nil {
@@ -343,7 +341,7 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 	}
 	for _, it := range items[pre.n:] {
 		if it.written {
-			if err := localseg.RemoveSegmentFile(fsys, tmp, it.id); err != nil {
+			if err := localseg.RemoveSegmentFile(fsys, tmp, p.localID(it.id)); err != nil {
 				return rep, p, fmt.Errorf("coldload: remove segment %d beyond the gap: %w", it.id, err)
 			}
 		}
@@ -358,7 +356,7 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 	// (they hold no frame; no sequence is claimed by them).
 	firstFiller := p.mark.Segment + 1
 	if pre.n > 0 {
-		firstFiller = items[pre.n-1].id + 1
+		firstFiller = p.localID(items[pre.n-1].id) + 1
 	}
 	for id := firstFiller; id < rep.NextSegment; id++ {
 		if err := localseg.WriteSegmentFile(fsys, tmp, id, nil); err != nil {

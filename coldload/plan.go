@@ -10,6 +10,7 @@ import (
 
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/bucketview"
+	"github.com/bucketlog/bucketlog/fencing"
 	"github.com/bucketlog/bucketlog/tailbatch"
 	"github.com/bucketlog/bucketlog/watermark"
 )
@@ -79,6 +80,12 @@ type plan struct {
 	// unparsed lists keys under the shard's segment or tail key space that
 	// do not parse, or that name another shard or kind: never read.
 	unparsed []string
+	// lin is the chain of start records (lineage.go); gapSegs counts the
+	// segment objects inside a cut's gap, skipped unread as a stale
+	// writer's.
+	lin     fencing.Lineage
+	gapSegs int
+	unused  []uint64 // unused start segments (lineage.go)
 }
 
 // empty reports that the bucket holds no usable object for the shard.
@@ -90,24 +97,28 @@ func (p *plan) empty() bool {
 // nextSegment is the id the hydrated store's empty active segment gets:
 // above every segment id the bucket has seen, so the store never appends
 // into an id that exists (or existed) in the bucket.
-func (p *plan) nextSegment() uint64 { return max(p.maxSegID, p.mark.Segment) + 1 }
+func (p *plan) nextSegment() uint64 { return p.localID(max(p.maxSegID, p.mark.Segment)) + 1 }
 
 // same reports whether two plans saw the same bucket state (used to decide
 // whether a failed attempt raced with the owner or found a real hole).
 func (p *plan) same(q *plan) bool {
 	return p.mark == q.mark && p.cursor.V == q.cursor.V && p.orphanSegs == q.orphanSegs &&
-		slices.Equal(p.segs, q.segs) && slices.Equal(p.tails, q.tails)
+		slices.Equal(p.segs, q.segs) && slices.Equal(p.tails, q.tails) &&
+		slices.Equal(p.lin.Records(), q.lin.Records()) && slices.Equal(p.lin.OffChain(), q.lin.OffChain())
 }
 
 // makePlan reads the watermark and the cursor object, then lists segments
-// and tail objects. The order matters when the owner is alive: the
-// watermark first, so anything it reclaims is skipped; the cursor object
-// before the listings, so every sequence its shipped_through claims was in
-// the bucket before the listing started (the owner writes the cursor object
-// only after the tail put it describes succeeded).
+// and tail objects, then the start records. The order matters when the
+// owner is alive: the watermark first, so anything it reclaims is skipped;
+// the cursor object before the listings, so every sequence its
+// shipped_through claims was in the bucket before the listing started (the
+// owner writes the cursor object only after the tail put it describes
+// succeeded); the start records after the listings, so every epoch whose
+// objects were listed has its cut read (bucketview's fencing order). A
+// lineage that cannot be built is ErrLineage, before anything is written.
 func makePlan(ctx context.Context, r Reader, shard uint32) (*plan, error) {
 	p := &plan{shard: shard}
-	v, err := bucketview.Read(ctx, r, shard, bucketview.Options{Parts: bucketview.All, KeepDamagedCursor: true})
+	v, err := bucketview.Read(ctx, r, shard, bucketview.Options{Parts: bucketview.All | bucketview.StartRecords, KeepDamagedCursor: true})
 	var pe *bucketview.PartError
 	if errors.As(err, &pe) {
 		switch pe.Part {
@@ -119,10 +130,15 @@ func makePlan(ctx context.Context, r Reader, shard uint32) (*plan, error) {
 			return nil, fmt.Errorf("coldload: list segments of shard %d: %w", shard, pe.Err)
 		case bucketview.Tails:
 			return nil, fmt.Errorf("coldload: list tail objects of shard %d: %w", shard, pe.Err)
+		case bucketview.StartRecords:
+			return nil, fmt.Errorf("coldload: %w", pe)
 		}
 	}
 	if err != nil {
 		return nil, err
+	}
+	if p.lin, err = v.Lineage(); err != nil {
+		return nil, lineageErr(shard, err)
 	}
 	p.mark, p.hasMark = v.Mark, v.Version != ""
 	if v.CursorDamaged {
@@ -144,6 +160,10 @@ func makePlan(ctx context.Context, r Reader, shard uint32) (*plan, error) {
 	for _, info := range v.SegmentObjects {
 		id := info.Parsed.Segment
 		p.maxSegID = max(p.maxSegID, id)
+		if _, inGap := p.gapOf(id); inGap {
+			p.gapSegs++ // only a writer fenced below it writes there
+			continue
+		}
 		if id <= p.mark.Segment {
 			if id == p.mark.Segment && id > 0 {
 				p.markSeg = &segObj{id: id, key: info.Key, size: info.Size}
@@ -155,6 +175,7 @@ func makePlan(ctx context.Context, r Reader, shard uint32) (*plan, error) {
 	}
 	slices.SortFunc(p.segs, func(a, b segObj) int { return cmp.Compare(a.id, b.id) })
 	p.segs = slices.CompactFunc(p.segs, func(a, b segObj) bool { return a.id == b.id })
+	p.unused = p.unusedStarts()
 
 	for _, info := range v.TailObjects {
 		k := info.Parsed

@@ -66,6 +66,8 @@ type run struct {
 	// seen marks the tail objects read at least once (progress, and Verify:
 	// which tail objects still need a check of their own).
 	seen []atomic.Bool
+	// zomb counts the objects skipped under the lineage rule (lineage.go).
+	zomb zombies
 
 	// cons, when set (a Hydrate with a readable cursor object), gathers
 	// the restored consumer frames around the cursor object's

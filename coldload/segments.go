@@ -21,6 +21,7 @@ type segItem struct {
 	probe bool
 
 	done    bool // read (or failed); guarded by the checker's mutex after start
+	zombie  bool // skipped under the lineage rule (lineage.go): it holds no frame here
 	sum     frame.SegmentSummary
 	cons    *segConsumers // its consumer frames (Hydrate with a cursor object)
 	err     error
@@ -33,15 +34,15 @@ type segItem struct {
 // Verify reads every segment.
 func (h *run) segmentItems() []*segItem {
 	items := make([]*segItem, 0, len(h.p.segs))
-	want := h.p.mark.Segment + 1
+	prev := h.p.mark.Segment
 	for _, s := range h.p.segs {
 		it := &segItem{segObj: s}
 		items = append(items, it)
-		if !h.collect && s.id != want {
+		if !h.collect && !h.p.follows(prev, s.id) {
 			it.probe = true
 			break
 		}
-		want = s.id + 1
+		prev = s.id
 	}
 	return items
 }
@@ -57,7 +58,7 @@ func (h *run) segmentItems() []*segItem {
 // read or a sequence jump before item k stops the workers from starting
 // items after k (what precedes k still matters, what follows cannot).
 func (h *run) fetchSegments(ctx context.Context, items []*segItem) {
-	chk := &orderChecker{items: items, expectID: h.p.mark.Segment + 1, expectSeq: h.p.mark.Seq + 1}
+	chk := &orderChecker{p: h.p, items: items, prevID: h.p.mark.Segment, expectSeq: h.p.mark.Seq + 1}
 	chk.stop.Store(int64(len(items)))
 	g := new(errgroup.Group)
 	g.SetLimit(h.conc)
@@ -88,7 +89,7 @@ func (h *run) fetchSegments(ctx context.Context, items []*segItem) {
 // JSON, consecutive sequences), checks any tail objects that overlap it, and
 // writes the file.
 func (h *run) fetchSegment(ctx context.Context, it *segItem) {
-	data, _, err := h.r.Get(ctx, it.key)
+	data, meta, err := h.r.Get(ctx, it.key)
 	if err != nil {
 		it.err = &ObjectError{Key: it.key, Err: err}
 		return
@@ -96,6 +97,10 @@ func (h *run) fetchSegment(ctx context.Context, it *segItem) {
 	h.read(len(data), -1)
 	sum, err := frame.VerifySegment(it.id, data, 0)
 	if err != nil {
+		it.err = &ObjectError{Key: it.key, Err: err}
+		return
+	}
+	if data, sum, err = h.segmentLineage(it, meta.Epoch, data, sum); err != nil {
 		it.err = &ObjectError{Key: it.key, Err: err}
 		return
 	}
@@ -116,7 +121,7 @@ func (h *run) fetchSegment(ctx context.Context, it *segItem) {
 	if h.dir == "" || it.probe {
 		return
 	}
-	if err := localseg.WriteSegmentFile(h.fsys, h.dir, it.id, data); err != nil {
+	if err := localseg.WriteSegmentFile(h.fsys, h.dir, h.p.localID(it.id), data); err != nil {
 		it.err = fmt.Errorf("coldload: write segment %d: %w", it.id, err)
 		return
 	}
@@ -148,7 +153,7 @@ func (h *run) compareTails(ctx context.Context, it *segItem, data []byte) {
 			return
 		}
 		t := h.p.tails[i]
-		tdata, _, err := h.r.Get(ctx, t.key)
+		tdata, meta, err := h.r.Get(ctx, t.key)
 		if err != nil {
 			h.fail(&ObjectError{Key: t.key, Err: err})
 			continue
@@ -157,6 +162,13 @@ func (h *run) compareTails(ctx context.Context, it *segItem, data []byte) {
 		frames, err := decodeTail(t, tdata)
 		if err != nil {
 			h.fail(err)
+			continue
+		}
+		// Only valid frames are compared: a stale writer's frames beyond
+		// its cut are not the log's, whatever they hold.
+		frames, valid := h.p.filterTail(t, meta.Epoch, frames)
+		if !valid {
+			h.zomb.tail(i)
 			continue
 		}
 		for _, d := range frames {
@@ -176,9 +188,10 @@ func (h *run) compareTails(ctx context.Context, it *segItem, data []byte) {
 // to the first item that cannot extend the contiguous prefix.
 type orderChecker struct {
 	mu        sync.Mutex
+	p         *plan
 	items     []*segItem
 	next      int
-	expectID  uint64
+	prevID    uint64
 	expectSeq uint64
 	stop      atomic.Int64
 }
@@ -189,7 +202,7 @@ func (c *orderChecker) finished(i int) {
 	c.items[i].done = true
 	for c.next < len(c.items) && c.items[c.next].done {
 		it := c.items[c.next]
-		bad := it.err != nil || it.id != c.expectID ||
+		bad := it.err != nil || !c.p.follows(c.prevID, it.id) ||
 			(it.sum.Events > 0 && it.sum.FirstSeq != c.expectSeq)
 		if bad {
 			c.lower(int64(c.next))
@@ -198,7 +211,7 @@ func (c *orderChecker) finished(i int) {
 		if it.sum.Events > 0 {
 			c.expectSeq = it.sum.LastSeq + 1
 		}
-		c.expectID++
+		c.prevID = it.id
 		c.next++
 	}
 }
@@ -227,7 +240,7 @@ func (h *run) walkPrefix(ctx context.Context, items []*segItem) (prefixResult, e
 	expectID, expectSeq := h.p.mark.Segment+1, h.p.mark.Seq+1
 	prevKey := ""
 	for i, it := range items {
-		if it.id != expectID {
+		if !h.p.follows(expectID-1, it.id) {
 			g := &GapError{Shard: h.p.shard, FromSegment: expectID, ToSegment: it.id - 1,
 				FromSeq: expectSeq, After: prevKey, Before: it.key}
 			if it.done && it.err == nil && it.sum.Events > 0 {
@@ -262,7 +275,7 @@ func (h *run) walkPrefix(ctx context.Context, items []*segItem) (prefixResult, e
 		if it.sum.Events > 0 {
 			expectSeq = it.sum.LastSeq + 1
 		}
-		expectID++
+		expectID = it.id + 1
 		prevKey = it.key
 	}
 	return prefixResult{n: len(items), lastSeq: expectSeq - 1}, nil

@@ -91,6 +91,9 @@ func (h *run) tailPhase(ctx context.Context, start uint64, allowPartial bool, ap
 	res := tailResult{cursor: start}
 	var todo []int
 	for i, t := range h.p.tails {
+		if h.zomb.isTail(i) {
+			continue // a stale writer's, found while comparing with a segment
+		}
 		if t.last <= start {
 			res.superseded++
 			continue
@@ -255,13 +258,21 @@ func fetchOrdered(ctx context.Context, h *run, todo []int, fn func(i int, frames
 			}
 			wg.Go(func() {
 				t := h.p.tails[i]
-				data, _, err := h.r.Get(ctx, t.key)
+				data, meta, err := h.r.Get(ctx, t.key)
 				if err != nil {
 					results[k] <- fetched{err: &ObjectError{Key: t.key, Err: err}}
 					return
 				}
 				h.read(len(data), i)
 				frames, err := decodeTail(t, data)
+				if err == nil {
+					// The lineage rule: only the valid prefix goes on; an
+					// object with none is a stale writer's, skipped.
+					var valid bool
+					if frames, valid = h.p.filterTail(t, meta.Epoch, frames); !valid {
+						h.zomb.tail(i)
+					}
+				}
 				results[k] <- fetched{frames: frames, err: err}
 			})
 		}
@@ -283,6 +294,9 @@ func fetchOrdered(ctx context.Context, h *run, todo []int, fn func(i int, frames
 				return f.err
 			}
 			h.fail(f.err)
+			continue
+		}
+		if h.zomb.isTail(i) {
 			continue
 		}
 		stop, err := fn(i, f.frames)

@@ -41,6 +41,9 @@ const (
 	// ProblemWatermark: the watermark claims more than the objects support
 	// (ErrWatermarkAhead).
 	ProblemWatermark = "watermark"
+	// ProblemLineage: the start records do not form a chain (ErrLineage):
+	// nothing else of the shard can be judged.
+	ProblemLineage = "lineage"
 )
 
 // Problem is one finding of Verify.
@@ -70,6 +73,7 @@ type ShardReport struct {
 	TailSuperseded     int      `json:"tail_objects_superseded"`
 	Unparsed           []string `json:"unparsed_keys"`
 	Problems           int      `json:"problems"`
+	Fenced                      // zombie_objects and the lineage followed (lineage.go)
 }
 
 // VerifyReport is the outcome of Verify. The bucket is sound when Problems
@@ -135,7 +139,7 @@ func verifyShard(ctx context.Context, b Reader, shard uint32, conc int, prog *pr
 	p, err := makePlan(ctx, b, shard)
 	if err != nil {
 		var oe *ObjectError
-		if errors.As(err, &oe) && ctx.Err() == nil {
+		if (errors.As(err, &oe) || errors.Is(err, ErrLineage)) && ctx.Err() == nil {
 			// The watermark or cursor object is unreadable: without the base
 			// nothing else can be judged.
 			sr.Present = true
@@ -144,7 +148,7 @@ func verifyShard(ctx context.Context, b Reader, shard uint32, conc int, prog *pr
 		return sr, nil, 0, 0, err
 	}
 	sr.Present = !p.empty()
-	sr.Unparsed = p.unparsed
+	sr.Unparsed, sr.Lineage = p.unparsed, ReportLineage(p.lin)
 	if !sr.Present {
 		return sr, nil, 0, 0, nil
 	}
@@ -159,7 +163,7 @@ func verifyShard(ctx context.Context, b Reader, shard uint32, conc int, prog *pr
 		reads++
 	}
 
-	h := &run{r: b, p: p, collect: true, conc: conc, prog: prog, seen: make([]atomic.Bool, len(p.tails))}
+	h := &run{r: b, p: p, collect: true, conc: conc, prog: prog, seen: make([]atomic.Bool, len(p.tails)), zomb: newZombies(p)}
 	if e := p.checkWatermark(ctx, b); e != nil {
 		h.fail(e)
 	}
@@ -183,7 +187,7 @@ func verifyShard(ctx context.Context, b Reader, shard uint32, conc int, prog *pr
 	prevKey := ""
 	for _, it := range items {
 		after := prevKey
-		if it.id != expectID {
+		if !p.follows(expectID-1, it.id) {
 			g := &GapError{Shard: shard, FromSegment: expectID, ToSegment: it.id - 1, FromSeq: expectSeq, After: after, Before: it.key}
 			if it.err == nil && it.sum.Events > 0 && known {
 				g.ToSeq = it.sum.FirstSeq - 1
@@ -244,14 +248,17 @@ func verifyShard(ctx context.Context, b Reader, shard uint32, conc int, prog *pr
 			continue
 		}
 		g.Go(func() error {
-			data, _, err := b.Get(ctx, t.key)
+			data, meta, err := b.Get(ctx, t.key)
 			if err != nil {
 				h.fail(&ObjectError{Key: t.key, Err: err})
 				return nil
 			}
 			h.read(len(data), i)
-			if _, err := decodeTail(t, data); err != nil {
+			frames, err := decodeTail(t, data)
+			if err != nil {
 				h.fail(err)
+			} else if _, valid := p.filterTail(t, meta.Epoch, frames); !valid {
+				h.zomb.tail(i)
 			}
 			return nil
 		})
@@ -283,6 +290,7 @@ func verifyShard(ctx context.Context, b Reader, shard uint32, conc int, prog *pr
 	// Segments are read in parallel: order the findings by key so two runs
 	// over the same bucket print the same report.
 	slices.SortStableFunc(problems, func(a, b Problem) int { return strings.Compare(a.Key, b.Key) })
+	sr.ZombieObjects, sr.HighestSegmentID = h.zomb.count(p.gapSegs), p.maxSegID
 	return sr, problems, reads + int(h.reads.Load()), h.readBytes.Load(), nil
 }
 
@@ -302,6 +310,8 @@ func problemOf(shard uint32, err error) Problem {
 		cp *cursorProblem
 	)
 	switch {
+	case errors.Is(err, ErrLineage):
+		p.Class = ProblemLineage
 	case errors.As(err, &we):
 		p.Class, p.Key = ProblemWatermark, blobtier.WatermarkKey(we.Shard)
 	case errors.As(err, &ce):

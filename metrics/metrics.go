@@ -26,6 +26,7 @@ var Names = []string{
 	"segments_uploaded_total", "second_writer_detected_total", "gc_ops_total",
 	"bucket_requests_total", "bucket_bytes_total", "oldest_unsealed_age_seconds",
 	"oldest_unreplicated_age_seconds", "unshipped_bytes", "consumer_lag",
+	"zombie_objects",
 }
 
 // Op is an operation of eventlog_ops_total.
@@ -90,6 +91,7 @@ var helps = map[string]string{
 	"oldest_unreplicated_age_seconds": "Age of the oldest event not yet in the bucket (0 when none).",
 	"unshipped_bytes":                 "Durable local bytes not yet in the bucket.",
 	"consumer_lag":                    "Events between the tip and a live consumer's cursor.",
+	"zombie_objects":                  "Objects the last cold load of this shard skipped under the lineage rule (a stale writer's).",
 }
 
 func opts(name string) prometheus.Opts {
@@ -112,6 +114,7 @@ type families struct {
 	oldestUnsealed, oldestUnreplicated      *prometheus.GaugeVec
 	unshippedBytes                          *prometheus.GaugeVec
 	consumerLag                             *lagCollector
+	zombieObjects                           *prometheus.GaugeVec
 }
 
 func newFamilies() *families {
@@ -151,6 +154,7 @@ func newFamilies() *families {
 		oldestUnsealed:        gauge("oldest_unsealed_age_seconds"),
 		oldestUnreplicated:    gauge("oldest_unreplicated_age_seconds"),
 		unshippedBytes:        gauge("unshipped_bytes"),
+		zombieObjects:         gauge("zombie_objects"),
 		consumerLag: &lagCollector{
 			desc:   prometheus.NewDesc("bucketlog_consumer_lag", helps["consumer_lag"], []string{"shard", "consumer"}, nil),
 			shards: map[string]func() (uint64, map[string]uint64){},
@@ -165,6 +169,7 @@ func (f *families) all() []prometheus.Collector {
 		f.tailObjectsSuperseded, f.tailObjectsReclaimed, f.tailReclaimBytes, f.tailReclaimFailed,
 		f.segmentsUploaded, f.secondWriterDetected,
 		f.tailObjectsRetained, f.tailObjectsUnparse, f.oldestUnsealed, f.oldestUnreplicated, f.unshippedBytes,
+		f.zombieObjects,
 	}
 }
 
@@ -229,6 +234,9 @@ type Shard struct {
 	OldestUnsealedAge     prometheus.Gauge
 	OldestUnreplicatedAge prometheus.Gauge
 	UnshippedBytes        prometheus.Gauge
+	// ZombieObjects: the objects the last cold load skipped under the
+	// lineage rule of writer fencing (coldload.Report.ZombieObjects).
+	ZombieObjects prometheus.Gauge
 
 	GCReclaimed prometheus.Counter
 	GCNoop      prometheus.Counter
@@ -266,6 +274,7 @@ func New(reg prometheus.Registerer, shard int) (*Shard, error) {
 		OldestUnsealedAge:     f.oldestUnsealed.WithLabelValues(s),
 		OldestUnreplicatedAge: f.oldestUnreplicated.WithLabelValues(s),
 		UnshippedBytes:        f.unshippedBytes.WithLabelValues(s),
+		ZombieObjects:         f.zombieObjects.WithLabelValues(s),
 		GCReclaimed:           f.gcOps.WithLabelValues(s, "reclaimed"),
 		GCNoop:                f.gcOps.WithLabelValues(s, "noop"),
 		GCError:               f.gcOps.WithLabelValues(s, "error"),
@@ -284,6 +293,14 @@ func New(reg prometheus.Registerer, shard int) (*Shard, error) {
 		}
 	}
 	return m, nil
+}
+
+// ColdLoad records what a cold load of this shard found: events recovered
+// from tail objects, tail objects superseded, and zombie objects skipped.
+func (m *Shard) ColdLoad(tailRecords, tailSuperseded, zombies int) {
+	m.TailRecoveredRecords.Add(float64(tailRecords))
+	m.TailObjectsSuperseded.Add(float64(tailSuperseded))
+	m.ZombieObjects.Set(float64(zombies))
 }
 
 // Op counts one operation with its outcome.

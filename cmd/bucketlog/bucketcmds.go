@@ -132,7 +132,10 @@ Output (report fields):
   watermark_ahead        why the watermark was unsupported (--allow-watermark-ahead)
   gaps, short            what --allow-partial stepped over
   empty                  the bucket held nothing for the shard (--allow-empty)
-  attempts               restarts because the bucket changed while it was read`
+  attempts               restarts because the bucket changed while it was read
+  zombie_objects         objects skipped as a stale writer's under the lineage rule (see fencing --help)
+  lineage                the chain followed: {"epochs","cuts","off_chain","highest_start_segment"}
+  highest_segment_id     the highest segment id the bucket listed (bucket ids; next_segment counts restored ids)`
 
 func runRestore(c *cli, args []string) int {
 	s := newOneShard("restore", "--bucket URL --dir PATH [--shard N | --all-shards] [--if-not-exists] [--allow-partial] [--allow-empty] [--allow-watermark-ahead]", restoreAbout)
@@ -336,11 +339,13 @@ Output (report fields):
              (the reclaim watermark), segments, tail_objects,
              through (what a restore would reach), shipped_through, consumers,
              orphan_segments, tail_objects_below_watermark, tail_objects_superseded,
-             unparsed_keys, problems (a count)
+             unparsed_keys, problems (a count), zombie_objects, lineage and
+             highest_segment_id (as restore reports them)
   objects, bytes, seconds   objects read, their bytes, wall time
   problems   every problem: {"shard","class","key","detail"}, class one of
              corrupt, gap, conflict, cursor, missing, io, watermark (a reclaim
-             watermark nothing else in the bucket vouches for)`
+             watermark nothing else in the bucket vouches for), lineage (the start
+             records do not form a chain)`
 
 func runVerify(c *cli, args []string) int {
 	f := newFlags("verify", "--bucket URL [--shards LIST | --shard-count N]", verifyAbout)

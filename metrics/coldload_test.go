@@ -1,0 +1,25 @@
+package metrics_test
+
+import (
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/bucketlog/bucketlog/metrics"
+)
+
+// TestColdLoadSetsZombieObjects: a cold load adds its tail counts and sets
+// bucketlog_zombie_objects to what it skipped (the last cold load's count,
+// not a running total).
+func TestColdLoadSetsZombieObjects(t *testing.T) {
+	m, err := metrics.New(prometheus.NewRegistry(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.ColdLoad(5, 2, 3)
+	m.ColdLoad(1, 0, 1)
+	if z, r, s := testutil.ToFloat64(m.ZombieObjects), testutil.ToFloat64(m.TailRecoveredRecords), testutil.ToFloat64(m.TailObjectsSuperseded); z != 1 || r != 6 || s != 2 {
+		t.Fatalf("zombie objects %v, recovered %v, superseded %v", z, r, s)
+	}
+}
