@@ -134,6 +134,7 @@ type Store struct {
 	// leave. Guarded by mu.
 	nextSeq  uint64
 	headCons map[string]*headConsumer
+	txns     *txWindow // transaction ids queued or durable (txwindow.go); nil when off or read-only
 	pend     *batch
 	spare    *batch
 	flight   *batch // the group being written, nil when none
@@ -242,12 +243,16 @@ func open(dir string, opts Options) (*Store, error) {
 		cons:     make(map[string]uint64),
 		pend:     &batch{gen: 1},
 		spare:    &batch{},
+		txns:     newTxWindow(opts.TransactionWindow, opts.ReadOnly),
 	}
 	s.cond.L = &s.mu
 	s.readers.init(s.fs, dir)
 	err := s.recover()
 	if err == nil {
 		err = s.recordShardPair()
+	}
+	if err == nil {
+		err = s.rebuildTxWindow()
 	}
 	if err != nil {
 		s.closeFiles()
