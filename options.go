@@ -66,6 +66,11 @@ type Options struct {
 	// default).
 	DisableTailCleanup bool
 
+	// TransactionWindow is how many of the newest transaction ids an append
+	// is checked against: a retry is answered, not written again (default
+	// localseg.DefaultTransactionWindow; negative: off; localseg/txwindow.go).
+	TransactionWindow int
+
 	// GC configures segment reclamation.
 	GC GCOptions
 

@@ -160,3 +160,14 @@ func (s *Store) AppendEvents(evs []Event) (BatchResult, error) {
 	res.First, res.Last = first, last
 	return res, nil
 }
+
+// MaxSeq is the highest sequence the result names (written or holding a
+// duplicate): what a caller waits for to see the whole batch durable
+// elsewhere.
+func (r BatchResult) MaxSeq() uint64 {
+	m := r.Last
+	for _, d := range r.Duplicates {
+		m = max(m, d.Seq)
+	}
+	return m
+}

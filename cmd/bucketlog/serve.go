@@ -413,28 +413,28 @@ func (a *api) appendEvents(w http.ResponseWriter, r *http.Request, l *bucketlog.
 	}
 	if batch {
 		res, err := l.AppendBatch(r.Context(), evs)
-		out := batchOutput{Action: actionAppendBatch, Appended: res.Appended, FirstSequence: res.FirstSequence, LastSequence: res.LastSequence}
+		out := batchOutput{Action: actionAppendBatch, Appended: res.Appended, FirstSequence: res.FirstSequence, LastSequence: res.LastSequence, Duplicates: res.Duplicates}
 		switch {
 		case errors.Is(err, bucketlog.ErrNotInBucket):
 			writeError(w, out, notInBucket(err, res.FirstSequence, res.LastSequence))
 		case err != nil:
 			writeError(w, nil, err)
 		default:
-			writeBody(w, http.StatusCreated, out)
+			writeBody(w, appendStatus(res.Appended > 0), out)
 		}
 		return
 	}
 	ev := evs[0]
 	res, err := l.Append(r.Context(), ev)
 	out := appendOutput{Action: actionAppend, ExecutionID: ev.ExecutionID, GlobalSequence: res.Seq,
-		ByteLen: len(ev.Payload), CreatedStream: res.Created, LogRecordCount: res.Tip}
+		ByteLen: len(ev.Payload), CreatedStream: res.Created, LogRecordCount: res.Tip, Duplicate: res.Duplicate}
 	switch {
 	case errors.Is(err, bucketlog.ErrNotInBucket):
 		writeError(w, out, notInBucket(err, res.Seq, res.Seq))
 	case err != nil:
 		writeError(w, nil, err)
 	default:
-		writeBody(w, http.StatusCreated, out)
+		writeBody(w, appendStatus(!res.Duplicate), out)
 	}
 }
 
@@ -658,9 +658,13 @@ Routes (JSON bodies; errors are {"error","class"} plus "owner_shard" for 421):
          body {"events":[…]} (≤ 10000)       → 201 {"action":"eventlog-append-batch",…}
          validated whole first: 400 invalid, 421 not owned, 413 too large (event,
          body over --max-body-bytes, or more than 10000 events); nothing written.
+         A retry (same transaction id, execution id and payload) → 200 with
+         the original sequence and "duplicate":true; the id with other
+         content → 409 naming the sequence that holds it (see below).
          With --sync-to-bucket, 202 with the outcome and "class":"not_in_bucket"
          when the bucket did not confirm in time: the event is durable locally
-         and ships later; do NOT retry it (that would store it twice).
+         and ships later; retry it with the same transaction id (it is not
+         written again: 202 until the bucket holds it, then 200).
   GET    /v1/events?after=N&limit=N          200 the scan outcome ("exists":false when empty)
   GET    /v1/executions/{id}/events?after=&limit=
                                              200 the read outcome; 421 if another shard owns it
@@ -683,7 +687,9 @@ a request beyond it is refused at once, before its body is read, with 503,
 and query parameters are refused (400). Statuses: 400 usage/invalid_input, 404 unknown consumer,
 409 invalid_state, 413 too large, 421 not_owner, 503 storage or not ready.
 A batch is refused whole, but a crash in the middle of writing one may leave
-an unacknowledged prefix. The log does not de-duplicate client retries.
+an unacknowledged prefix.
+
+` + retryNote + `
 
 With the bucket unreachable serve keeps appending (events are durable on the
 local disk) and retrying, and /readyz says why. On SIGTERM, SIGINT or SIGHUP
@@ -696,6 +702,7 @@ next start with the bucket) and exits 7 (not_in_bucket).`
 func runServe(c *cli, args []string) int {
 	f := newFlags("serve", "[--listen HOST:PORT] [--dir PATH] [--shard-index N --shard-count N] [--bucket URL] [flags]", serveAbout)
 	store := addStoreFlags(f)
+	txnWindow := addTxnWindowFlag(f)
 	route := addRouteFlags(f)
 	bucket := addBucketFlag(f, "the bucket the shard ships to")
 	listen := f.String("listen", defaultListen, "the `HOST:PORT` to listen on (port 0 picks a free port)")
@@ -719,6 +726,7 @@ func runServe(c *cli, args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
+	txnWindow.apply(f, &opts)
 	if *sync {
 		if opts.BucketURL == "" {
 			return c.fail(usagef("--sync-to-bucket needs a bucket (--bucket or BUCKETLOG_BUCKET_URL)"))
