@@ -248,6 +248,11 @@ func (s *Store) rebuildTxWindow() error {
 		found += len(recs)
 	}
 	skip := max(found-w.max, 0)
+	if w.n == 0 && found > 0 {
+		// Sized once: no growth steps while the entries go in.
+		w.ids = make(map[txKey]txEntry, found-skip)
+		w.ring = make([]txKey, found-skip)
+	}
 	for i := len(chunks) - 1; i >= 0; i-- {
 		for _, r := range chunks[i] {
 			if skip > 0 {
