@@ -202,6 +202,9 @@ type Options struct {
 	// an append is checked against (txwindow.go): 0 means
 	// DefaultTransactionWindow, a negative value turns de-duplication off.
 	TransactionWindow int
+	// MaxConsumers bounds the consumers a pull may create (consumerlimit.go;
+	// 0: DefaultMaxConsumers, at most MaxConsumersCeiling).
+	MaxConsumers int
 }
 
 // ShardPair names shard Index of a pool of Count.

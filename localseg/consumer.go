@@ -41,6 +41,10 @@ func (s *Store) Pull(consumer string, limit int) (PullResult, error) {
 			s.mu.Unlock()
 			return PullResult{}, err
 		}
+		if err := s.consumerRoomLocked(name); err != nil {
+			s.mu.Unlock()
+			return PullResult{}, err
+		}
 		gen := s.enqueueConsumerLocked(KindConsumerCreate, name, 0)
 		h = &headConsumer{gen: gen}
 		s.headCons[strings.Clone(name)] = h

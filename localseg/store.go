@@ -135,6 +135,7 @@ type Store struct {
 	nextSeq  uint64
 	headCons map[string]*headConsumer
 	txns     *txWindow // transaction ids queued or durable (txwindow.go); nil when off or read-only
+	maxCons  int       // the consumers a pull may create (consumerlimit.go)
 	pend     *batch
 	spare    *batch
 	flight   *batch // the group being written, nil when none
@@ -182,7 +183,7 @@ type Store struct {
 	latePoison error
 }
 
-func resolveOptions(opts Options) (Options, error) {
+func resolveOptions(opts Options) (_ Options, err error) {
 	switch {
 	case opts.SegmentMaxBytes == 0:
 		opts.SegmentMaxBytes = DefaultSegmentMaxBytes
@@ -191,6 +192,9 @@ func resolveOptions(opts Options) (Options, error) {
 	}
 	if opts.SealMaxAge < 0 {
 		return opts, fmt.Errorf("%w: negative seal max age %v", ErrInvalidInput, opts.SealMaxAge)
+	}
+	if opts.MaxConsumers, err = consumerLimit(opts.MaxConsumers); err != nil {
+		return opts, err
 	}
 	if opts.FS == nil {
 		opts.FS = OSFS{}
@@ -244,6 +248,7 @@ func open(dir string, opts Options) (*Store, error) {
 		pend:     &batch{gen: 1},
 		spare:    &batch{},
 		txns:     newTxWindow(opts.TransactionWindow, opts.ReadOnly),
+		maxCons:  opts.MaxConsumers,
 	}
 	s.cond.L = &s.mu
 	s.readers.init(s.fs, dir)
