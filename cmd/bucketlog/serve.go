@@ -669,7 +669,8 @@ Routes (JSON bodies; errors are {"error","class"} plus "owner_shard" for 421):
   GET    /v1/executions/{id}/events?after=&limit=
                                              200 the read outcome; 421 if another shard owns it
                                              (over HTTP a non-owner read is not cold-loaded)
-  POST   /v1/consumers/{name}/pull?limit=N   200 the tail outcome
+  POST   /v1/consumers/{name}/pull?limit=N   200 the tail outcome; a pull that would create a
+                                             consumer beyond --max-consumers → 409 naming the limit
   POST   /v1/consumers/{name}/ack            body {"sequence":N} → 200 the ack outcome
   DELETE /v1/consumers/{name}                204 (404 if unknown)
   GET    /metrics                            Prometheus metrics (prefix bucketlog_)
@@ -702,7 +703,7 @@ next start with the bucket) and exits 7 (not_in_bucket).`
 func runServe(c *cli, args []string) int {
 	f := newFlags("serve", "[--listen HOST:PORT] [--dir PATH] [--shard-index N --shard-count N] [--bucket URL] [flags]", serveAbout)
 	store := addStoreFlags(f)
-	txnWindow := addTxnWindowFlag(f)
+	txnWindow, maxCons := addTxnWindowFlag(f), addMaxConsumersFlag(f)
 	route := addRouteFlags(f)
 	bucket := addBucketFlag(f, "the bucket the shard ships to")
 	listen := f.String("listen", defaultListen, "the `HOST:PORT` to listen on (port 0 picks a free port)")
@@ -727,6 +728,9 @@ func runServe(c *cli, args []string) int {
 		return c.fail(err)
 	}
 	txnWindow.apply(f, &opts)
+	if err := maxCons.apply(f, &opts); err != nil {
+		return c.fail(err)
+	}
 	if *sync {
 		if opts.BucketURL == "" {
 			return c.fail(usagef("--sync-to-bucket needs a bucket (--bucket or BUCKETLOG_BUCKET_URL)"))
