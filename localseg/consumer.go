@@ -54,6 +54,9 @@ func (s *Store) Pull(consumer string, limit int) (PullResult, error) {
 	if err := s.await(h.gen); err != nil {
 		return PullResult{}, err
 	}
+	if created {
+		s.log.Info("localseg: a pull created a consumer", "dir", s.dir, "consumer", name)
+	}
 	tip := s.tipA.Load()
 	recs, _, err := s.readAfter(cursor, limit)
 	if err != nil {

@@ -114,6 +114,8 @@ func newAPI(cfg apiConfig) *api {
 	m.HandleFunc("POST /v1/consumers/{name}/pull", a.ready(a.pull))
 	m.HandleFunc("POST /v1/consumers/{name}/ack", a.ready(a.ack))
 	m.HandleFunc("DELETE /v1/consumers/{name}", a.ready(a.deleteConsumer))
+	m.HandleFunc("GET /v1/consumers", a.ready(a.listConsumers))
+	m.HandleFunc("GET /v1/consumers/{name}", a.ready(a.getConsumer))
 	m.HandleFunc("GET /healthz", a.healthz)
 	m.HandleFunc("GET /readyz", a.readyz)
 	if cfg.gatherer != nil {
@@ -673,6 +675,10 @@ Routes (JSON bodies; errors are {"error","class"} plus "owner_shard" for 421):
                                              consumer beyond --max-consumers → 409 naming the limit
   POST   /v1/consumers/{name}/ack            body {"sequence":N} → 200 the ack outcome
   DELETE /v1/consumers/{name}                204 (404 if unknown)
+  GET    /v1/consumers                       200 {"action":"eventlog-consumers","log_record_count","base",
+                                             "consumers":[{"consumer","acked_sequence","pending_count",
+                                             "holds_gc_back"}]} (see bucketlog consumers --help)
+  GET    /v1/consumers/{name}                200 one consumer; 404 if unknown (not created)
   GET    /metrics                            Prometheus metrics (prefix bucketlog_)
   GET    /healthz                            200 while the process answers
   GET    /readyz                             200 once recovered, hydrated, not poisoned and
