@@ -226,6 +226,10 @@
 //     read of an execution with no retained event.
 //   - A limit of 0 returns counts without records; a negative one is
 //     ErrInvalidInput. Get of 0 or above the tip is ErrNotFound.
+//   - A pull that would create a consumer beyond Options.MaxConsumers
+//     (DefaultMaxConsumers, at most MaxConsumersCeiling) is refused with
+//     ErrConsumerLimit and writes nothing; replay and recovered frames are
+//     never limited (consumerlimit.go). A pull that creates one logs it.
 //   - Ack validates against the durable tip and is refused with
 //     ErrReadOnly on a read-only store even when it would be a no-op. A
 //     read-only store serves pulls of existing consumers and refuses to
