@@ -34,3 +34,25 @@ func TestTxWindowMemoryPerEntry(t *testing.T) {
 	}
 	runtime.KeepAlive(w)
 }
+
+// BenchmarkTxWindowAppendPath is the window's share of an append: hash the
+// id and a 256-byte payload (outside the mutex), look the id up and add it
+// (under the mutex), with a full default window evicting its oldest.
+func BenchmarkTxWindowAppendPath(b *testing.B) {
+	w := newTxWindow(0, false)
+	ids := make([]string, DefaultTransactionWindow+1024)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("transaction-%d", i)
+	}
+	payload := string(make([]byte, 256))
+	seq := uint64(0)
+	for b.Loop() {
+		v := validEvent{exec: "e", txn: ids[seq%uint64(len(ids))], payload: payload}
+		w.hash(&v)
+		if _, ok := w.lookup(&v); ok {
+			b.Fatal("a distinct id found")
+		}
+		seq++
+		w.add(&v, seq)
+	}
+}
