@@ -54,6 +54,8 @@ type BatchResult struct {
 	Appended      int    `json:"appended"`
 	FirstSequence uint64 `json:"first_sequence"`
 	LastSequence  uint64 `json:"last_sequence"`
+	// Duplicates are the events not written: their transaction id was in the log.
+	Duplicates []localseg.Duplicate `json:"duplicates,omitempty"`
 }
 
 // AppendBatch validates every event (identity, size, ownership) before any
@@ -88,7 +90,8 @@ func (l *Log) appendBatch(ctx context.Context, evs []Event) (BatchResult, error)
 			return BatchResult{}, fmt.Errorf("batch event %d: %w", i, err)
 		}
 	}
-	first, last, err := l.store.AppendBatch(evs)
+	r, err := l.store.AppendEvents(evs)
+	first, last := r.First, r.Last
 	l.noteErr(err)
 	if err != nil {
 		if first > 0 && last >= first {
@@ -97,15 +100,15 @@ func (l *Log) appendBatch(ctx context.Context, evs []Event) (BatchResult, error)
 			if l.ship != nil {
 				l.ship.NoteAppended()
 			}
-			return BatchResult{Appended: int(last - first + 1), FirstSequence: first, LastSequence: last}, err
+			return BatchResult{Appended: int(last - first + 1), FirstSequence: first, LastSequence: last, Duplicates: r.Duplicates}, err
 		}
 		return BatchResult{}, err
 	}
-	res := BatchResult{Appended: len(evs), FirstSequence: first, LastSequence: last}
+	res := BatchResult{Appended: len(evs) - len(r.Duplicates), FirstSequence: first, LastSequence: last, Duplicates: r.Duplicates}
 	if l.ship != nil {
 		l.ship.NoteAppended()
 		if l.opts.SyncToBucket {
-			return res, l.ship.WaitShipped(ctx, last)
+			return res, l.ship.WaitShipped(ctx, r.MaxSeq())
 		}
 	}
 	return res, nil

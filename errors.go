@@ -33,8 +33,8 @@ var (
 	ErrNotOwner = affinity.ErrNotOwner
 	// ErrNotInBucket: synchronous mode only. The append is durable on the
 	// local disk and keeps its sequence; the bucket did not confirm it
-	// within the bounded wait. It ships later. Retrying it as a new append
-	// would duplicate it.
+	// within the bounded wait. It ships later. A retry with the same
+	// transaction id is safe: it is answered, not written again.
 	ErrNotInBucket = shipper.ErrNotInBucket
 	// ErrInvariant: a drive or verify found a problem.
 	ErrInvariant = errors.New("bucketlog: invariant violated")

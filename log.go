@@ -142,6 +142,7 @@ func (l *Log) open(ctx context.Context) error {
 	if o.SealMaxAge > 0 {
 		storeOpts.SealMaxAge = o.SealMaxAge
 	}
+	storeOpts.TransactionWindow, storeOpts.MaxConsumers = o.TransactionWindow, o.MaxConsumers
 	seals := shipper.NewSealSignal()
 	storeOpts.Observer = storeObserver{fsync: l.m.FsyncSeconds, sealed: seals.Sealed}
 	if o.ReadOnly {

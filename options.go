@@ -66,6 +66,14 @@ type Options struct {
 	// default).
 	DisableTailCleanup bool
 
+	// TransactionWindow is how many of the newest transaction ids an append
+	// is checked against: a retry is answered, not written again (default
+	// localseg.DefaultTransactionWindow; negative: off; localseg/txwindow.go).
+	TransactionWindow int
+	// MaxConsumers bounds the consumers a pull may create (default
+	// localseg.DefaultMaxConsumers, 10,000; at most 50,000): beyond it 409.
+	MaxConsumers int
+
 	// GC configures segment reclamation.
 	GC GCOptions
 

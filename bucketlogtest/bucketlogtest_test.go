@@ -152,7 +152,7 @@ func useLog(t *testing.T, l *bucketlog.Log) {
 	t.Helper()
 	ctx := context.Background()
 	for i, exec := range []string{"order-1", "order-2", "order-1"} {
-		if _, err := l.Append(ctx, bucketlog.Event{ExecutionID: exec, TransactionID: "tx", Payload: "event " + string(rune('a'+i))}); err != nil {
+		if _, err := l.Append(ctx, bucketlog.Event{ExecutionID: exec, TransactionID: "tx-" + string(rune('a'+i)), Payload: "event " + string(rune('a'+i))}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -51,6 +51,9 @@ var (
 	// ErrNotFound reports a point read of a sequence that does not exist
 	// (0, or above the tip).
 	ErrNotFound = errors.New("localseg: no such sequence")
+	// ErrTransactionConflict (an ErrInvalidState) refuses an append whose
+	// transaction id the window holds for another execution id or payload.
+	ErrTransactionConflict = fmt.Errorf("%w: transaction id reused", ErrInvalidState)
 )
 
 // Event is an event to append. Identifiers are trimmed and validated.
@@ -73,6 +76,24 @@ type AppendResult struct {
 	Seq     uint64
 	Created bool   // the shard's first event (sequence 1)
 	Tip     uint64 // highest sequence after the append
+	// Duplicate: the transaction id was in the log with the same execution
+	// id and payload; nothing was written and Seq is the original's.
+	Duplicate bool
+}
+
+// Duplicate names an event of a batch that was not written because its
+// transaction id is in the log (or earlier in the batch): Seq holds it.
+type Duplicate struct {
+	Index int    `json:"index"`
+	Seq   uint64 `json:"global_sequence"`
+}
+
+// BatchResult is the outcome of AppendEvents.
+type BatchResult struct {
+	// First..Last are the sequences of the events written, in batch order
+	// (both 0 when every event was a duplicate).
+	First, Last uint64
+	Duplicates  []Duplicate
 }
 
 // Page is the outcome of a scan or a per-execution read.
@@ -187,6 +208,14 @@ type Options struct {
 	Now      func() time.Time
 	Logger   *slog.Logger
 	Observer Observer
+
+	// TransactionWindow is how many of the newest events' transaction ids
+	// an append is checked against (txwindow.go): 0 means
+	// DefaultTransactionWindow, a negative value turns de-duplication off.
+	TransactionWindow int
+	// MaxConsumers bounds the consumers a pull may create (consumerlimit.go;
+	// 0: DefaultMaxConsumers, at most MaxConsumersCeiling).
+	MaxConsumers int
 }
 
 // ShardPair names shard Index of a pool of Count.

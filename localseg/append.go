@@ -46,10 +46,14 @@ func (s *Store) Append(ev Event) (AppendResult, error) {
 	if err != nil {
 		return AppendResult{}, err
 	}
+	s.txns.hash(&v)
 	s.mu.Lock()
 	if err := s.checkWritableLocked(); err != nil {
 		s.mu.Unlock()
 		return AppendResult{}, err
+	}
+	if e, ok := s.txns.lookup(&v); ok {
+		return s.duplicateLocked(&v, e) // the check and the queuing are one step under s.mu
 	}
 	seq := s.nextSeq
 	if n := v.frameLen(seq); n > s.maxSeg {
@@ -64,54 +68,6 @@ func (s *Store) Append(ev Event) (AppendResult, error) {
 	// fsync, then the successor's creation) published it: it is durable,
 	// and reporting it failed would make a retry store it twice.
 	return AppendResult{Seq: seq, Created: seq == 1, Tip: s.tipA.Load()}, nil
-}
-
-// AppendBatch validates every event first, then appends them as one group
-// (one fdatasync unless it rolls over) at consecutive sequences. Nothing is
-// written when any event is invalid. It returns the first and last
-// sequence. When the group fails after a seal's fsync covered a prefix of
-// the batch, the error comes with first..last naming that durable prefix
-// (last below the batch's end); on any other error both are 0.
-func (s *Store) AppendBatch(evs []Event) (first, last uint64, err error) {
-	if len(evs) == 0 {
-		return 0, 0, fmt.Errorf("%w: empty batch", ErrInvalidInput)
-	}
-	vs := make([]validEvent, len(evs))
-	for i := range evs {
-		if vs[i], err = validateEvent(&evs[i]); err != nil {
-			return 0, 0, fmt.Errorf("event %d of the batch: %w", i, err)
-		}
-	}
-	s.mu.Lock()
-	if err := s.checkWritableLocked(); err != nil {
-		s.mu.Unlock()
-		return 0, 0, err
-	}
-	first = s.nextSeq
-	for i := range vs {
-		if n := vs[i].frameLen(first + uint64(i)); n > s.maxSeg {
-			s.mu.Unlock()
-			return 0, 0, fmt.Errorf("event %d of the batch: %w", i, tooLarge(n, s.maxSeg))
-		}
-	}
-	for i := range vs {
-		s.enqueueEventLocked(&vs[i], first+uint64(i))
-	}
-	last = first + uint64(len(vs)) - 1
-	if err := s.await(s.pend.gen); err != nil {
-		switch tip := s.tipA.Load(); {
-		case tip >= last:
-			// Durable before the group failed (see Append).
-		case tip >= first:
-			// A seal's fsync covered a prefix of the batch before the
-			// group failed: that prefix is durable and is answered as
-			// such with the error, so a retry sends only the rest.
-			return first, tip, fmt.Errorf("%w (events %d..%d of the batch are durable, the rest were not written)", err, first, tip)
-		default:
-			return 0, 0, err
-		}
-	}
-	return first, last, nil
 }
 
 // AppendRecovered appends frames recovered from the bucket through the
@@ -134,6 +90,7 @@ func (s *Store) AppendRecovered(frames []Frame) error {
 		switch f.Kind {
 		case KindEvent:
 			ps[i].ev, err = validateEvent(&Event{ExecutionID: f.ExecutionID, TransactionID: f.TransactionID, Payload: f.Payload})
+			s.txns.hash(&ps[i].ev)
 		case KindConsumerCreate, KindAck, KindConsumerDelete:
 			ps[i].name, err = validateName("consumer", f.Consumer)
 		default:
@@ -204,6 +161,7 @@ func (s *Store) enqueueEventLocked(v *validEvent, seq uint64) {
 	b.buf = v.appendFrame(b.buf, seq)
 	b.items = append(b.items, item{start: start, end: len(b.buf), kind: KindEvent, seq: seq, name: v.exec, esc: v.escTxn || v.escPayload})
 	s.nextSeq = seq + 1
+	s.txns.add(v, seq)
 }
 
 func (s *Store) enqueueConsumerLocked(kind FrameKind, name string, seq uint64) uint64 {

@@ -44,13 +44,23 @@ func BenchmarkAppend(b *testing.B) {
 				}
 				defer s.Close()
 				ev := benchEvent(size, 0)
+				// Distinct transaction ids, more of them than the window
+				// holds, so every append is written (a repeated id is a
+				// retry, which writes nothing), without allocating in the loop.
+				txns := benchTxnIDs()
+				var next atomic.Int64
+				nextEv := func() localseg.Event {
+					e := ev
+					e.TransactionID = txns[int(next.Add(1))%len(txns)]
+					return e
+				}
 				b.SetBytes(int64(size))
 				b.ReportAllocs()
 				start := time.Now()
 				n := 0
 				if writers == 1 {
 					for b.Loop() {
-						if _, err := s.Append(ev); err != nil {
+						if _, err := s.Append(nextEv()); err != nil {
 							b.Fatal(err)
 						}
 						n++
@@ -62,7 +72,7 @@ func BenchmarkAppend(b *testing.B) {
 					for range writers {
 						wg.Go(func() {
 							for range tokens {
-								if _, err := s.Append(ev); err != nil {
+								if _, err := s.Append(nextEv()); err != nil {
 									failed.Store(err)
 								}
 							}
@@ -84,6 +94,15 @@ func BenchmarkAppend(b *testing.B) {
 			})
 		}
 	}
+}
+
+// benchTxnIDs are more distinct transaction ids than the default window.
+func benchTxnIDs() []string {
+	ids := make([]string, localseg.DefaultTransactionWindow+1024)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("txn-%d", i)
+	}
+	return ids
 }
 
 func BenchmarkFdatasyncLoop(b *testing.B) {

@@ -41,6 +41,10 @@ func (s *Store) Pull(consumer string, limit int) (PullResult, error) {
 			s.mu.Unlock()
 			return PullResult{}, err
 		}
+		if err := s.consumerRoomLocked(name); err != nil {
+			s.mu.Unlock()
+			return PullResult{}, err
+		}
 		gen := s.enqueueConsumerLocked(KindConsumerCreate, name, 0)
 		delete(s.deleted, name)
 		h = &headConsumer{gen: gen}
@@ -50,6 +54,9 @@ func (s *Store) Pull(consumer string, limit int) (PullResult, error) {
 	cursor := h.cursor
 	if err := s.await(h.gen); err != nil {
 		return PullResult{}, err
+	}
+	if created {
+		s.log.Info("localseg: a pull created a consumer", "dir", s.dir, "consumer", name)
 	}
 	tip := s.tipA.Load()
 	recs, _, err := s.readAfter(cursor, limit)

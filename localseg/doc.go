@@ -148,7 +148,8 @@
 // checkpoint before listing, and reads again before it reports a loss, so a
 // live writer's rollover is not mistaken for one. Then, when checkpoint.json names the highest
 // segment and no frame starts at its active_len (end of file or zeros),
-// trusts it and replays nothing: open is O(1) in the log's length, and the
+// trusts it and replays nothing: open is O(1) in the log's length (beyond
+// the transaction window's rebuild, bounded by the window), and the
 // read index is built by a full replay (every CRC, gapless sequences) on the
 // first read. A frame at active_len means appends the checkpoint missed:
 // replay runs from active_len forward only. Otherwise every segment is
@@ -170,6 +171,32 @@
 // preallocated tail of the active segment once (at most SegmentMaxBytes)
 // to prove it holds only zeros: leftovers of an interrupted write are
 // truncated away, so later appends never sit in front of stale bytes.
+//
+// # Retry-safe appends
+//
+// A writable store remembers the transaction ids of its newest
+// Options.TransactionWindow events (DefaultTransactionWindow = 100,000;
+// negative: off, and a repeated id appends again as the seeds' store did).
+// An append whose id the window holds is not written: the same execution
+// id and payload answer the original sequence with AppendResult.Duplicate,
+// other content is refused with ErrTransactionConflict (an
+// ErrInvalidState) naming the sequence; AppendEvents checks each event of
+// a batch, an id repeated inside the batch included, lists the duplicates
+// and refuses the whole batch on a conflict. The check and the sequence
+// assignment are one step under the mutex, and an event is remembered when
+// it is queued, so two racing appends of one id (one group, one batch) are
+// never both written; a retry of an event in flight waits for its group.
+// The window is exactly the newest N events above the reclaim base: a
+// reclaim forgets the ids it removed, and every writable open rebuilds it
+// from the newest frames on disk (reading segments backwards until N
+// events, so open stays independent of the log's length), which is what
+// carries it across a restart, a crash, a hydrate and a restore. After a
+// lazy hydrate (issue 16, not built) it covers only the events whose
+// frames are local. A damaged sealed segment ends the rebuild there
+// (logged; reads report the corruption). An entry costs about 120 bytes
+// (two keyed 64-bit hashes of the id, the sequence, a keyed 64-bit hash of
+// the content; at most 160, TestTxWindowMemoryPerEntry), about 12 MB for
+// a full default window. See txwindow.go.
 //
 // # Read index
 //
@@ -204,6 +231,10 @@
 //     read of an execution with no retained event.
 //   - A limit of 0 returns counts without records; a negative one is
 //     ErrInvalidInput. Get of 0 or above the tip is ErrNotFound.
+//   - A pull that would create a consumer beyond Options.MaxConsumers
+//     (DefaultMaxConsumers, at most MaxConsumersCeiling) is refused with
+//     ErrConsumerLimit and writes nothing; replay and recovered frames are
+//     never limited (consumerlimit.go). A pull that creates one logs it.
 //   - Ack validates against the durable tip and is refused with
 //     ErrReadOnly on a read-only store even when it would be a no-op. A
 //     read-only store serves pulls of existing consumers and refuses to

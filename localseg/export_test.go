@@ -58,3 +58,11 @@ func SkipSegmentDigestForTest() (restore func()) {
 // PreallocFailuresForTest reports how many spare preparations and segment
 // preallocations failed and were done without.
 func PreallocFailuresForTest(s *Store) int64 { return s.preallocFailures.Load() }
+
+// TxWindowLenForTest reports how many transaction ids the store's window
+// holds.
+func TxWindowLenForTest(s *Store) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.txns.Len()
+}

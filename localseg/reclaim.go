@@ -115,6 +115,7 @@ func (s *Store) Reclaim(throughSegment uint64) (res ReclaimResult, err error) {
 	// 4. The new base.
 	s.segs = append([]*segment(nil), s.segs[k:]...)
 	s.reclaimedSeq, s.reclaimedSeg = res.ThroughSeq, throughSegment
+	s.txns.dropThrough(res.ThroughSeq) // the window is the newest events above the base
 	if s.idx != nil {
 		s.idx.trim(throughSegment, res.ThroughSeq)
 	}

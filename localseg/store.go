@@ -139,6 +139,8 @@ type Store struct {
 	nextSeq  uint64
 	headCons map[string]*headConsumer
 	deleted  map[string]uint64 // consumers deleted lately (consumer.go: noteDeletedLocked)
+	txns     *txWindow         // transaction ids queued or durable (txwindow.go); nil when off or read-only
+	maxCons  int               // the consumers a pull may create (consumerlimit.go)
 	pend     *batch
 	spare    *batch
 	flight   *batch // the group being written, nil when none
@@ -186,7 +188,7 @@ type Store struct {
 	latePoison error
 }
 
-func resolveOptions(opts Options) (Options, error) {
+func resolveOptions(opts Options) (_ Options, err error) {
 	switch {
 	case opts.SegmentMaxBytes == 0:
 		opts.SegmentMaxBytes = DefaultSegmentMaxBytes
@@ -195,6 +197,9 @@ func resolveOptions(opts Options) (Options, error) {
 	}
 	if opts.SealMaxAge < 0 {
 		return opts, fmt.Errorf("%w: negative seal max age %v", ErrInvalidInput, opts.SealMaxAge)
+	}
+	if opts.MaxConsumers, err = consumerLimit(opts.MaxConsumers); err != nil {
+		return opts, err
 	}
 	if opts.FS == nil {
 		opts.FS = OSFS{}
@@ -247,6 +252,8 @@ func open(dir string, opts Options) (*Store, error) {
 		cons:     make(map[string]uint64),
 		pend:     &batch{gen: 1},
 		spare:    &batch{},
+		txns:     newTxWindow(opts.TransactionWindow, opts.ReadOnly),
+		maxCons:  opts.MaxConsumers,
 	}
 	s.deferCleanup = opts.DeferCleanup
 	s.cond.L = &s.mu
@@ -254,6 +261,9 @@ func open(dir string, opts Options) (*Store, error) {
 	err := s.recover()
 	if err == nil {
 		err = s.recordShardPair()
+	}
+	if err == nil {
+		err = s.rebuildTxWindow()
 	}
 	if err != nil {
 		s.closeFiles()

@@ -19,6 +19,11 @@ type validEvent struct {
 	// encoded under the store's lock, where a string that needs none is
 	// copied without being scanned again (an execution id never does).
 	escTxn, escPayload bool
+	// key and content are the event's hashes in the transaction window
+	// (txwindow.go), set by txWindow.hash outside the store's mutex.
+	key     txKey
+	content uint64
+	hashed  bool
 }
 
 // appendFrame appends the event's frame with sequence seq.

@@ -20,7 +20,7 @@ import (
 // bucketlog_ prefix, in the README's order.
 var Names = []string{
 	"eventlog_ops_total", "append_seconds", "fsync_seconds",
-	"tail_batches_total", "tail_records_total", "tail_bytes_total", "tail_replication_failed_total",
+	"tail_batches_total", "tail_records_total", "tail_bytes_total", "tail_replication_failed_total", "cursor_write_failed_total",
 	"tail_recovered_records_total", "tail_objects_superseded_total", "tail_objects_reclaimed_total",
 	"tail_reclaim_bytes_total", "tail_reclaim_failed_total", "tail_objects_retained", "tail_objects_unparsed",
 	"segments_uploaded_total", "second_writer_detected_total", "gc_ops_total",
@@ -75,6 +75,7 @@ var helps = map[string]string{
 	"tail_records_total":              "Events shipped in tail objects.",
 	"tail_bytes_total":                "Bytes shipped in tail objects.",
 	"tail_replication_failed_total":   "Tail object puts that failed (the next tick re-ships the same events).",
+	"cursor_write_failed_total":       "Cursor object writes that failed (consumer cursors in the bucket lag until one succeeds).",
 	"tail_recovered_records_total":    "Events recovered from tail objects by a cold load.",
 	"tail_objects_superseded_total":   "Tail objects found redundant with a sealed segment during a cold load.",
 	"tail_objects_reclaimed_total":    "Tail objects deleted because a durable segment covers them.",
@@ -105,6 +106,7 @@ type families struct {
 	appendSeconds, fsyncSeconds             *prometheus.HistogramVec
 	tailBatches, tailRecords, tailBytes     *prometheus.CounterVec
 	tailReplicationFailed                   *prometheus.CounterVec
+	cursorWriteFailed                       *prometheus.CounterVec
 	tailRecoveredRecords                    *prometheus.CounterVec
 	tailObjectsSuperseded                   *prometheus.CounterVec
 	tailObjectsReclaimed, tailReclaimBytes  *prometheus.CounterVec
@@ -139,6 +141,7 @@ func newFamilies() *families {
 		tailRecords:           counter("tail_records_total"),
 		tailBytes:             counter("tail_bytes_total"),
 		tailReplicationFailed: counter("tail_replication_failed_total"),
+		cursorWriteFailed:     counter("cursor_write_failed_total"),
 		tailRecoveredRecords:  counter("tail_recovered_records_total"),
 		tailObjectsSuperseded: counter("tail_objects_superseded_total"),
 		tailObjectsReclaimed:  counter("tail_objects_reclaimed_total"),
@@ -165,7 +168,7 @@ func newFamilies() *families {
 func (f *families) all() []prometheus.Collector {
 	return []prometheus.Collector{
 		f.ops, f.appendSeconds, f.fsyncSeconds, f.gcOps, f.bucketRequests, f.bucketBytes, f.consumerLag,
-		f.tailBatches, f.tailRecords, f.tailBytes, f.tailReplicationFailed, f.tailRecoveredRecords,
+		f.tailBatches, f.tailRecords, f.tailBytes, f.tailReplicationFailed, f.cursorWriteFailed, f.tailRecoveredRecords,
 		f.tailObjectsSuperseded, f.tailObjectsReclaimed, f.tailReclaimBytes, f.tailReclaimFailed,
 		f.segmentsUploaded, f.secondWriterDetected,
 		f.tailObjectsRetained, f.tailObjectsUnparse, f.oldestUnsealed, f.oldestUnreplicated, f.unshippedBytes,
@@ -221,6 +224,7 @@ type Shard struct {
 	TailRecords           prometheus.Counter
 	TailBytes             prometheus.Counter
 	TailReplicationFailed prometheus.Counter
+	CursorWriteFailed     prometheus.Counter
 	TailRecoveredRecords  prometheus.Counter
 	TailObjectsSuperseded prometheus.Counter
 	TailObjectsReclaimed  prometheus.Counter
@@ -262,6 +266,7 @@ func New(reg prometheus.Registerer, shard int) (*Shard, error) {
 		TailRecords:           f.tailRecords.WithLabelValues(s),
 		TailBytes:             f.tailBytes.WithLabelValues(s),
 		TailReplicationFailed: f.tailReplicationFailed.WithLabelValues(s),
+		CursorWriteFailed:     f.cursorWriteFailed.WithLabelValues(s),
 		TailRecoveredRecords:  f.tailRecoveredRecords.WithLabelValues(s),
 		TailObjectsSuperseded: f.tailObjectsSuperseded.WithLabelValues(s),
 		TailObjectsReclaimed:  f.tailObjectsReclaimed.WithLabelValues(s),

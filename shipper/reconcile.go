@@ -258,6 +258,7 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 			c, err = s.repl.SyncCursor(ctx, s.b, snap.Consumers)
 		}
 		if err != nil {
+			s.m.CursorWriteFailed.Inc()
 			return fmt.Errorf("rebuild the damaged cursor object: %w", err)
 		}
 		s.log.Error("the cursor object was damaged; rebuilt from the owner's state", "key", blobtier.CursorKey(s.shard),

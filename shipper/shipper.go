@@ -245,8 +245,8 @@ var (
 	ErrUsage = affinity.ErrUsage
 	// ErrNotInBucket: synchronous mode only. The append is durable on the
 	// local disk and keeps its sequence; the bucket did not confirm it
-	// within the bounded wait. It ships later. Retrying it as a new append
-	// would duplicate it.
+	// within the bounded wait. It ships later. A retry with the same
+	// transaction id is safe: it is answered, not written again.
 	ErrNotInBucket = errors.New("bucketlog: durable locally, not yet in the bucket")
 	// ErrStaleDisk: the local store is behind what the bucket holds.
 	ErrStaleDisk = fmt.Errorf("%w: local disk is behind the bucket", localseg.ErrInvalidState)

@@ -65,6 +65,9 @@ func (s *Shipper) shipTail(ctx context.Context) error {
 			}
 		}
 	}
+	if res.CursorFailed {
+		s.m.CursorWriteFailed.Inc()
+	}
 	if res.CursorWritten && res.Cursor.Repaired {
 		s.log.Error("the cursor object was damaged; rewritten with the owner's state", "key", blobtier.CursorKey(s.shard), "shipped_through", res.Cursor.ShippedThrough)
 	}

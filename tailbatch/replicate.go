@@ -185,6 +185,7 @@ func (r *Replicator) ReplicateWith(ctx context.Context, src Source, b Bucket, h 
 	}
 	var cerr error
 	res.Cursor, res.CursorWritten, cerr = r.syncCursorIfDue(ctx, src, b)
+	res.CursorFailed = cerr != nil
 	return res, errors.Join(failure, cerr)
 }
 

@@ -186,6 +186,9 @@ type Result struct {
 	// what was written.
 	CursorWritten bool
 	Cursor        Cursor
+	// CursorFailed reports that a due cursor write failed (its error is
+	// in the pass's error): cursor_write_failed_total.
+	CursorFailed bool
 }
 
 // Replicator tracks one shard's tail cursor: the highest sequence the bucket

@@ -340,10 +340,16 @@ func TestSyncToBucket(t *testing.T) {
 
 	p.refuse.Store(true)
 	r = runCLI(t, nil, "append", "--dir", dir, "--bucket", bucket, "--sync-to-bucket", "--sync-wait", "500ms",
-		"--execution-id", "1", "--transaction-id", "t", "--payload", "p2").want(t, 7, "not_in_bucket")
+		"--execution-id", "1", "--transaction-id", "t2", "--payload", "p2").want(t, 7, "not_in_bucket")
 	r.wantKeys(t, "action", "execution_id", "global_sequence", "byte_len", "created_stream", "log_record_count", "error", "class")
-	if r.num(t, "global_sequence") != 2 || !strings.Contains(r.obj["error"].(string), "duplicate") {
+	if r.num(t, "global_sequence") != 2 || !strings.Contains(r.obj["error"].(string), "same transaction id is safe") {
 		t.Fatalf("not in the bucket:\n%s", r)
+	}
+	// Retried with its transaction id: not written again, still exit 7.
+	r = runCLI(t, nil, "append", "--dir", dir, "--bucket", bucket, "--sync-to-bucket", "--sync-wait", "500ms",
+		"--execution-id", "1", "--transaction-id", "t2", "--payload", "p2").want(t, 7, "not_in_bucket")
+	if r.num(t, "global_sequence") != 2 || r.obj["duplicate"] != true {
+		t.Fatalf("retry while the bucket refuses:\n%s", r)
 	}
 	if r = ok(t, nil, "scan", "--dir", dir, "--limit", "0"); r.num(t, "record_count") != 2 {
 		t.Fatalf("the event is not durable locally:\n%s", r)
@@ -352,6 +358,10 @@ func TestSyncToBucket(t *testing.T) {
 	p.refuse.Store(false)
 	if r = ok(t, nil, "ship", "--dir", dir, "--bucket", bucket); r.num(t, "shipped_through") != 2 {
 		t.Fatalf("ship after the bucket recovered:\n%s", r)
+	}
+	r = ok(t, nil, "append", "--dir", dir, "--bucket", bucket, "--sync-to-bucket", "--execution-id", "1", "--transaction-id", "t2", "--payload", "p2")
+	if r.num(t, "global_sequence") != 2 || r.obj["duplicate"] != true {
+		t.Fatalf("retry once the bucket holds it:\n%s", r)
 	}
 	b := filepath.Join(t.TempDir(), "b")
 	if r = ok(t, nil, "restore", "--dir", b, "--bucket", e.URL("cli")); r.num(t, "last_sequence") != 2 {

@@ -71,8 +71,8 @@
 // the engine's background work runs for the life of that command. If the
 // bucket does not confirm within --sync-wait (default 10 s), the event is
 // still durable locally with its sequence, the command exits 7 printing the
-// append outcome, and retrying it as a new append would store it twice (the
-// log has no idempotency key yet).
+// append outcome; a retry with the same transaction id is safe (the
+// transaction window answers it with the same sequence, see dedup.go).
 //
 // read of a shard the directory does not hold cold-loads it from the bucket
 // into a temporary directory (removed afterwards) with coldload.ReadOnly, as

@@ -72,13 +72,15 @@ type appendOutput struct {
 	ByteLen        int    `json:"byte_len"`
 	CreatedStream  bool   `json:"created_stream"`
 	LogRecordCount uint64 `json:"log_record_count"`
+	Duplicate      bool   `json:"duplicate,omitempty"` // a retry: nothing written, the original's sequence
 }
 
 type batchOutput struct {
-	Action        string `json:"action"`
-	Appended      int    `json:"appended"`
-	FirstSequence uint64 `json:"first_sequence"`
-	LastSequence  uint64 `json:"last_sequence"`
+	Action        string               `json:"action"`
+	Appended      int                  `json:"appended"`
+	FirstSequence uint64               `json:"first_sequence"`
+	LastSequence  uint64               `json:"last_sequence"`
+	Duplicates    []localseg.Duplicate `json:"duplicates,omitempty"`
 }
 
 type scanOutput struct {
@@ -220,8 +222,9 @@ input (exit 4). Output:
 A crash in the middle of writing a batch may leave an unacknowledged prefix.
 
 An execution another shard owns is refused with nothing written (exit 6,
-"owner_shard" names the owner). The log does not de-duplicate: running the
-same append twice appends twice.
+"owner_shard" names the owner).
+
+` + retryNote + `
 
 With a bucket (--bucket or BUCKETLOG_BUCKET_URL) the command ships the tail
 before it exits (a failure to ship is a warning: the event is durable
@@ -229,8 +232,9 @@ locally and the next run with the bucket ships it). With --sync-to-bucket it
 waits (--sync-wait, default 10s) until the bucket holds the event; if the
 bucket does not confirm in time the event is still durable locally and keeps
 its sequence: the command prints the append outcome with
-"class":"not_in_bucket" and exits 7. Do NOT retry it as a new append: that
-would store the event twice.
+"class":"not_in_bucket" and exits 7. Retry it with the same transaction id:
+it is not written again (exit 7 until the bucket holds it, then exit 0 with
+"duplicate":true).
 
 Under NOETL_EHDB_EVENTLOG_BACKEND=local_reference the event goes to the JSONL
 driver (DIR/shard-NNNN/eventlog.jsonl, not production durable; no bucket).`
@@ -238,6 +242,7 @@ driver (DIR/shard-NNNN/eventlog.jsonl, not production durable; no bucket).`
 func runAppend(c *cli, args []string) int {
 	f := newFlags("append", "[--dir PATH] [--shard-index N --shard-count N] (--execution-id ID --transaction-id ID --payload TEXT | --file F) [--bucket URL [--sync-to-bucket]]", appendAbout)
 	store := addStoreFlags(f)
+	txnWindow := addTxnWindowFlag(f)
 	route := addRouteFlags(f)
 	execID := f.String("execution-id", "", "the execution `ID` ([A-Za-z0-9_-], 1-256 bytes after trimming)")
 	txnID := f.String("transaction-id", "", "the transaction `ID` (non-blank)")
@@ -255,6 +260,7 @@ func runAppend(c *cli, args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
+	txnWindow.apply(f, &opts)
 	if f.isSet("sync-wait") {
 		if *syncWait <= 0 {
 			return c.fail(usagef("--sync-wait %v must be positive", *syncWait))
@@ -331,7 +337,7 @@ func runAppend(c *cli, args []string) int {
 	if batch {
 		res, err := l.AppendBatch(c.ctx, evs)
 		c.closeLog(l)
-		out := batchOutput{Action: actionAppendBatch, Appended: res.Appended, FirstSequence: res.FirstSequence, LastSequence: res.LastSequence}
+		out := batchOutput{Action: actionAppendBatch, Appended: res.Appended, FirstSequence: res.FirstSequence, LastSequence: res.LastSequence, Duplicates: res.Duplicates}
 		switch {
 		case errors.Is(err, bucketlog.ErrNotInBucket):
 			return c.failWith(out, notInBucket(err, res.FirstSequence, res.LastSequence))
@@ -343,7 +349,7 @@ func runAppend(c *cli, args []string) int {
 	res, err := l.Append(c.ctx, evs[0])
 	c.closeLog(l)
 	out := appendOutput{Action: actionAppend, ExecutionID: evs[0].ExecutionID, GlobalSequence: res.Seq,
-		ByteLen: len(evs[0].Payload), CreatedStream: res.Created, LogRecordCount: res.Tip}
+		ByteLen: len(evs[0].Payload), CreatedStream: res.Created, LogRecordCount: res.Tip, Duplicate: res.Duplicate}
 	switch {
 	case errors.Is(err, bucketlog.ErrNotInBucket):
 		return c.failWith(out, notInBucket(err, res.Seq, res.Seq))
@@ -359,7 +365,7 @@ func notInBucket(err error, first, last uint64) error {
 	if last != first {
 		seqs = fmt.Sprintf("sequences %d-%d", first, last)
 	}
-	return fmt.Errorf("%w; %s stay durable locally and ship later: do not retry as a new append (that would duplicate them)", err, seqs)
+	return fmt.Errorf("%w; %s stay durable locally and ship later: a retry with the same transaction id is safe (it is not written again)", err, seqs)
 }
 
 func (c *cli) appendLocalRef(opts bucketlog.Options, own affinity.Ownership, evs []localseg.Event, batch bool) int {

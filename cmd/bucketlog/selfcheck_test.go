@@ -151,7 +151,7 @@ func TestSelfcheckDurable(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 5 {
-		if _, err := l.Append(context.Background(), localseg.Event{ExecutionID: selfcheckExecution(l.Ownership(), 9), TransactionID: "t", Payload: strings.Repeat("p", i)}); err != nil {
+		if _, err := l.Append(context.Background(), localseg.Event{ExecutionID: selfcheckExecution(l.Ownership(), 9), TransactionID: "t" + strings.Repeat("p", i), Payload: strings.Repeat("p", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -114,6 +114,8 @@ func newAPI(cfg apiConfig) *api {
 	m.HandleFunc("POST /v1/consumers/{name}/pull", a.ready(a.pull))
 	m.HandleFunc("POST /v1/consumers/{name}/ack", a.ready(a.ack))
 	m.HandleFunc("DELETE /v1/consumers/{name}", a.ready(a.deleteConsumer))
+	m.HandleFunc("GET /v1/consumers", a.ready(a.listConsumers))
+	m.HandleFunc("GET /v1/consumers/{name}", a.ready(a.getConsumer))
 	m.HandleFunc("GET /healthz", a.healthz)
 	m.HandleFunc("GET /readyz", a.readyz)
 	if cfg.gatherer != nil {
@@ -413,28 +415,28 @@ func (a *api) appendEvents(w http.ResponseWriter, r *http.Request, l *bucketlog.
 	}
 	if batch {
 		res, err := l.AppendBatch(r.Context(), evs)
-		out := batchOutput{Action: actionAppendBatch, Appended: res.Appended, FirstSequence: res.FirstSequence, LastSequence: res.LastSequence}
+		out := batchOutput{Action: actionAppendBatch, Appended: res.Appended, FirstSequence: res.FirstSequence, LastSequence: res.LastSequence, Duplicates: res.Duplicates}
 		switch {
 		case errors.Is(err, bucketlog.ErrNotInBucket):
 			writeError(w, out, notInBucket(err, res.FirstSequence, res.LastSequence))
 		case err != nil:
 			writeError(w, nil, err)
 		default:
-			writeBody(w, http.StatusCreated, out)
+			writeBody(w, appendStatus(res.Appended > 0), out)
 		}
 		return
 	}
 	ev := evs[0]
 	res, err := l.Append(r.Context(), ev)
 	out := appendOutput{Action: actionAppend, ExecutionID: ev.ExecutionID, GlobalSequence: res.Seq,
-		ByteLen: len(ev.Payload), CreatedStream: res.Created, LogRecordCount: res.Tip}
+		ByteLen: len(ev.Payload), CreatedStream: res.Created, LogRecordCount: res.Tip, Duplicate: res.Duplicate}
 	switch {
 	case errors.Is(err, bucketlog.ErrNotInBucket):
 		writeError(w, out, notInBucket(err, res.Seq, res.Seq))
 	case err != nil:
 		writeError(w, nil, err)
 	default:
-		writeBody(w, http.StatusCreated, out)
+		writeBody(w, appendStatus(!res.Duplicate), out)
 	}
 }
 
@@ -658,16 +660,25 @@ Routes (JSON bodies; errors are {"error","class"} plus "owner_shard" for 421):
          body {"events":[…]} (≤ 10000)       → 201 {"action":"eventlog-append-batch",…}
          validated whole first: 400 invalid, 421 not owned, 413 too large (event,
          body over --max-body-bytes, or more than 10000 events); nothing written.
+         A retry (same transaction id, execution id and payload) → 200 with
+         the original sequence and "duplicate":true; the id with other
+         content → 409 naming the sequence that holds it (see below).
          With --sync-to-bucket, 202 with the outcome and "class":"not_in_bucket"
          when the bucket did not confirm in time: the event is durable locally
-         and ships later; do NOT retry it (that would store it twice).
+         and ships later; retry it with the same transaction id (it is not
+         written again: 202 until the bucket holds it, then 200).
   GET    /v1/events?after=N&limit=N          200 the scan outcome ("exists":false when empty)
   GET    /v1/executions/{id}/events?after=&limit=
                                              200 the read outcome; 421 if another shard owns it
                                              (over HTTP a non-owner read is not cold-loaded)
-  POST   /v1/consumers/{name}/pull?limit=N   200 the tail outcome
+  POST   /v1/consumers/{name}/pull?limit=N   200 the tail outcome; a pull that would create a
+                                             consumer beyond --max-consumers → 409 naming the limit
   POST   /v1/consumers/{name}/ack            body {"sequence":N} → 200 the ack outcome
   DELETE /v1/consumers/{name}                204 (404 if unknown)
+  GET    /v1/consumers                       200 {"action":"eventlog-consumers","log_record_count","base",
+                                             "consumers":[{"consumer","acked_sequence","pending_count",
+                                             "holds_gc_back"}]} (see bucketlog consumers --help)
+  GET    /v1/consumers/{name}                200 one consumer; 404 if unknown (not created)
   GET    /metrics                            Prometheus metrics (prefix bucketlog_)
   GET    /healthz                            200 while the process answers
   GET    /readyz                             200 once recovered, hydrated, not poisoned and
@@ -683,7 +694,9 @@ a request beyond it is refused at once, before its body is read, with 503,
 and query parameters are refused (400). Statuses: 400 usage/invalid_input, 404 unknown consumer,
 409 invalid_state, 413 too large, 421 not_owner, 503 storage or not ready.
 A batch is refused whole, but a crash in the middle of writing one may leave
-an unacknowledged prefix. The log does not de-duplicate client retries.
+an unacknowledged prefix.
+
+` + retryNote + `
 
 With the bucket unreachable serve keeps appending (events are durable on the
 local disk) and retrying, and /readyz says why. On SIGTERM, SIGINT or SIGHUP
@@ -696,6 +709,7 @@ next start with the bucket) and exits 7 (not_in_bucket).`
 func runServe(c *cli, args []string) int {
 	f := newFlags("serve", "[--listen HOST:PORT] [--dir PATH] [--shard-index N --shard-count N] [--bucket URL] [flags]", serveAbout)
 	store := addStoreFlags(f)
+	txnWindow, maxCons := addTxnWindowFlag(f), addMaxConsumersFlag(f)
 	route := addRouteFlags(f)
 	bucket := addBucketFlag(f, "the bucket the shard ships to")
 	listen := f.String("listen", defaultListen, "the `HOST:PORT` to listen on (port 0 picks a free port)")
@@ -717,6 +731,10 @@ func runServe(c *cli, args []string) int {
 	}
 	opts, own, err := c.shardOptions(f, env, store, route, bucket, tailInterval)
 	if err != nil {
+		return c.fail(err)
+	}
+	txnWindow.apply(f, &opts)
+	if err := maxCons.apply(f, &opts); err != nil {
 		return c.fail(err)
 	}
 	if *sync {

@@ -706,7 +706,7 @@ func TestServeHandlerBucketFailing(t *testing.T) {
 	rule := fb.MustAdd(faultbucket.Rule{Op: faultbucket.OpWrite, Kind: faultbucket.Refuse, Code: gcerrors.Internal})
 	code, out := call(t, a, "POST", "/v1/events", eventJSON("1", "t2", "unconfirmed"))
 	if code != http.StatusAccepted || out["class"] != "not_in_bucket" || out["global_sequence"] != 2.0 ||
-		out["action"] != "eventlog-append" || !strings.Contains(fmt.Sprint(out["error"]), "do not retry") {
+		out["action"] != "eventlog-append" || !strings.Contains(fmt.Sprint(out["error"]), "retry with the same transaction id is safe") {
 		t.Fatalf("synchronous append with the bucket refusing: %d %v", code, out)
 	}
 	code, out = call(t, a, "POST", "/v1/events", `{"events":[`+eventJSON("1", "t3", "a")+","+eventJSON("1", "t4", "b")+`]}`)

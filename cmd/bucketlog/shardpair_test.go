@@ -28,7 +28,7 @@ func ownedBy(t *testing.T, shard, n int) string {
 func TestStoreKeepsItsShardPair(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "root")
 	app := func(env map[string]string, exec string) (int, map[string]any) {
-		code, out, _, _ := runWithEnv(t, env, "append", "--dir", root, "--execution-id", exec, "--transaction-id", "t", "--payload", "p")
+		code, out, _, _ := runWithEnv(t, env, "append", "--dir", root, "--execution-id", exec, "--transaction-id", "t-"+exec, "--payload", "p")
 		return code, out
 	}
 	two := func(idx int) map[string]string {

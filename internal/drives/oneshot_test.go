@@ -72,7 +72,9 @@ func TestAffinityAppendOneShot(t *testing.T) {
 	if err != nil || res.Exists || res.Returned != 0 {
 		t.Fatalf("the refusing replica's shard = %+v, %v", res, err)
 	}
-	// No sequence consumed: the owner's next append is 2.
+	// No sequence consumed: the owner's next append is 2 (a new
+	// transaction id: the same one again would be a retry of sequence 1).
+	ev.TransactionID = "t2"
 	out, err = AffinityAppend(root, affinity.Ownership{Index: 1, Count: n}, ev)
 	if err != nil || *out.GlobalSequence != 2 || out.CreatedStream {
 		t.Fatalf("second owner append = %+v, %v", out, err)

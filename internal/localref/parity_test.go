@@ -35,7 +35,9 @@ var (
 type opener func(dir string) (eventLog, error)
 
 func openDurable(dir string) (eventLog, error) {
-	return localseg.Open(filepath.Join(dir, "shard-0000"), localseg.Options{})
+	// The reference driver follows the seeds, which do not de-duplicate:
+	// parity is with the transaction window off (localseg/txwindow.go).
+	return localseg.Open(filepath.Join(dir, "shard-0000"), localseg.Options{TransactionWindow: -1})
 }
 
 func openReference(dir string) (eventLog, error) {

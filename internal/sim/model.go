@@ -44,6 +44,7 @@ type model struct {
 	delShip map[string]bool // deleted, and a whole Ship pass succeeded after
 	nextC   int
 	nextEv  int
+	retry   *retrier // retries of earlier transaction ids (dedup.go)
 }
 
 func newModel() *model {

@@ -59,6 +59,9 @@ func (r *run) appended(evs []event, first uint64, err error) *violation {
 }
 
 func (r *run) opAppend(ctx context.Context) *violation {
+	if v := r.maybeRetry(ctx); v != nil {
+		return v
+	}
 	ev := r.newEvent()
 	res, err := r.w.log.Append(ctx, locEvent(ev))
 	r.logf("append %s -> seq %d %s", short(ev.payload), res.Seq, errClass(err))

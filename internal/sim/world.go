@@ -92,7 +92,7 @@ func (w *world) clean() blobtier.Bucket {
 }
 
 func (w *world) options() bucketlog.Options {
-	return bucketlog.Options{
+	o := bucketlog.Options{
 		Dir:             w.dir(),
 		FS:              faultfs.Wrap(w.disk, w.inj),
 		Bucket:          w.bkt,
@@ -106,6 +106,8 @@ func (w *world) options() bucketlog.Options {
 		SealMaxAge:      time.Minute,
 		Logger:          quiet,
 	}
+	o.TransactionWindow = simTxnWindow // dedup.go
+	return o
 }
 
 // open opens the Log on the current disk. A refused open must change no
