@@ -193,10 +193,11 @@
 // carries it across a restart, a crash, a hydrate and a restore. After a
 // lazy hydrate (issue 16, not built) it covers only the events whose
 // frames are local. A damaged sealed segment ends the rebuild there
-// (logged; reads report the corruption). An entry costs about 120 bytes
-// (two keyed 64-bit hashes of the id, the sequence, a keyed 64-bit hash of
-// the content; at most 160, TestTxWindowMemoryPerEntry), about 12 MB for
-// a full default window. See txwindow.go.
+// (logged; reads report the corruption). An entry costs 34 bytes (two
+// keyed 64-bit hashes of the id and a keyed 64-bit hash of the content in
+// a ring, a 4-byte slot of a table at most half full; at most 48,
+// TestTxWindowMemoryPerEntry), about 3.4 MB for a full default window.
+// See txwindow.go.
 //
 // # Read index
 //

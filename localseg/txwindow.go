@@ -31,12 +31,12 @@ import (
 // therefore remembers what an uninterrupted process would, as far as the
 // frames are on the disk.
 //
-// Memory: each entry is a 128-bit keyed hash of the transaction id (16
-// bytes in a ring in sequence order) and a Go map entry (the key, the
-// sequence and a 64-bit content hash, 32 bytes, plus the map's slack and
-// the tombstones of evictions): about 120 bytes an entry measured, at most
-// 160 (TestTxWindowMemoryPerEntry), whatever the ids' length; so a full
-// default window costs about 12 MB a shard, and nothing is allocated up
+// Memory: each entry is a 128-bit keyed hash of the transaction id and a
+// 64-bit keyed hash of its content (24 bytes in a ring in sequence order,
+// which gives the sequence) and a 4-byte slot of an open-addressing table
+// kept at most half full: 34 bytes an entry measured, at most 48
+// (TestTxWindowMemoryPerEntry), whatever the ids' length; so a full
+// default window costs about 3.4 MB a shard, and nothing is allocated up
 // front. The hashes are keyed with seeds drawn at open: no input can be
 // crafted to collide, two different ids share a key with probability
 // 2^-128, and two different contents under one id pass as the same with
@@ -55,16 +55,25 @@ type txEntry struct {
 }
 
 // txWindow is the set of remembered transaction ids. Guarded by Store.mu.
+//
+// The entries sit in a ring in sequence order (the oldest at head), so an
+// entry's sequence is its distance from head plus lo; an open-addressing
+// table (linear probing, at most half full) maps a key to its ring
+// position + 1 (0: empty), and an eviction deletes by backward shift, so
+// no tombstones accumulate.
 type txWindow struct {
 	max          int
 	seedA, seedB maphash.Seed
 	seedC        maphash.Seed
-	ids          map[txKey]txEntry
-	// ring holds the keys of sequences lo..lo+n-1 in order, the oldest at
-	// head; it grows up to max.
-	ring    []txKey
-	head, n int
-	lo      uint64
+	ring         []txSlot // grows up to max
+	head, n      int
+	lo           uint64
+	table        []uint32 // a power of two, at least twice len(ring)
+}
+
+type txSlot struct {
+	key     txKey
+	content uint64
 }
 
 func newTxWindow(max int, readOnly bool) *txWindow {
@@ -74,7 +83,7 @@ func newTxWindow(max int, readOnly bool) *txWindow {
 	if max == 0 {
 		max = DefaultTransactionWindow
 	}
-	return &txWindow{max: max, seedA: maphash.MakeSeed(), seedB: maphash.MakeSeed(), seedC: maphash.MakeSeed(), ids: make(map[txKey]txEntry)}
+	return &txWindow{max: max, seedA: maphash.MakeSeed(), seedB: maphash.MakeSeed(), seedC: maphash.MakeSeed()}
 }
 
 // hash sets v's key and content hash (outside the store's mutex: it reads
@@ -122,8 +131,79 @@ func (w *txWindow) lookup(v *validEvent) (txEntry, bool) {
 	if !v.hashed {
 		w.hash(v)
 	}
-	e, ok := w.ids[v.key]
-	return e, ok
+	if i, ok := w.find(v.key); ok {
+		p := int(w.table[i] - 1)
+		return txEntry{seq: w.seqAt(p), content: w.ring[p].content}, true
+	}
+	return txEntry{}, false
+}
+
+// find returns the table slot holding k.
+func (w *txWindow) find(k txKey) (int, bool) {
+	if len(w.table) == 0 {
+		return 0, false
+	}
+	mask := len(w.table) - 1
+	for i := int(k[0]) & mask; w.table[i] != 0; i = (i + 1) & mask {
+		if w.ring[w.table[i]-1].key == k {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// seqAt is the sequence of the entry at ring position p.
+func (w *txWindow) seqAt(p int) uint64 {
+	return w.lo + uint64((p-w.head+len(w.ring))%len(w.ring))
+}
+
+// index points the table at ring position p for its key: a key already
+// there (a log written without de-duplication can hold an id twice) now
+// means the newer event.
+func (w *txWindow) index(p int) {
+	k := w.ring[p].key
+	mask := len(w.table) - 1
+	i := int(k[0]) & mask
+	for w.table[i] != 0 && w.ring[w.table[i]-1].key != k {
+		i = (i + 1) & mask
+	}
+	w.table[i] = uint32(p + 1)
+}
+
+// unindex removes table slot i, shifting back the entries after it that
+// may sit at or before it (Knuth's algorithm R: no tombstones).
+func (w *txWindow) unindex(i int) {
+	mask := len(w.table) - 1
+	for j := i; ; {
+		j = (j + 1) & mask
+		if w.table[j] == 0 {
+			break
+		}
+		h := int(w.ring[w.table[j]-1].key[0]) & mask
+		if i < j && i < h && h <= j || i > j && (h > i || h <= j) {
+			continue // its home is after i: it stays
+		}
+		w.table[i] = w.table[j]
+		i = j
+	}
+	w.table[i] = 0
+}
+
+// alloc gives the window room for c entries, keeping those it holds.
+func (w *txWindow) alloc(c int) {
+	nr := make([]txSlot, c)
+	for i := range w.n {
+		nr[i] = w.ring[(w.head+i)%len(w.ring)]
+	}
+	w.ring, w.head = nr, 0
+	size := 1
+	for size < 2*c {
+		size <<= 1
+	}
+	w.table = make([]uint32, size)
+	for p := range w.n {
+		w.index(p)
+	}
 }
 
 // add remembers the event v at seq, which continues the window; the
@@ -151,27 +231,17 @@ func (w *txWindow) put(k txKey, content, seq uint64) {
 		w.evictOldest()
 	}
 	if w.n == len(w.ring) {
-		w.grow()
+		w.alloc(min(max(2*len(w.ring), 64), w.max))
 	}
-	w.ring[(w.head+w.n)%len(w.ring)] = k
+	p := (w.head + w.n) % len(w.ring)
+	w.ring[p] = txSlot{key: k, content: content}
 	w.n++
-	// A newer event of an id replaces the older one (a log written
-	// without de-duplication can hold an id twice).
-	w.ids[k] = txEntry{seq: seq, content: content}
-}
-
-func (w *txWindow) grow() {
-	nr := make([]txKey, min(max(2*len(w.ring), 64), w.max))
-	for i := range w.n {
-		nr[i] = w.ring[(w.head+i)%len(w.ring)]
-	}
-	w.ring, w.head = nr, 0
+	w.index(p)
 }
 
 func (w *txWindow) evictOldest() {
-	k := w.ring[w.head]
-	if e, ok := w.ids[k]; ok && e.seq == w.lo {
-		delete(w.ids, k)
+	if i, ok := w.find(w.ring[w.head].key); ok && int(w.table[i]-1) == w.head {
+		w.unindex(i)
 	}
 	w.head = (w.head + 1) % len(w.ring)
 	w.lo++
@@ -189,7 +259,7 @@ func (w *txWindow) dropThrough(seq uint64) {
 }
 
 func (w *txWindow) reset() {
-	clear(w.ids)
+	clear(w.table)
 	w.head, w.n = 0, 0
 }
 
@@ -249,9 +319,7 @@ func (s *Store) rebuildTxWindow() error {
 	}
 	skip := max(found-w.max, 0)
 	if w.n == 0 && found > 0 {
-		// Sized once: no growth steps while the entries go in.
-		w.ids = make(map[txKey]txEntry, found-skip)
-		w.ring = make([]txKey, found-skip)
+		w.alloc(found - skip) // sized once: no growth while the entries go in
 	}
 	for i := len(chunks) - 1; i >= 0; i-- {
 		for _, r := range chunks[i] {

@@ -28,7 +28,7 @@ type txnWindowFlag struct{ n int }
 
 func addTxnWindowFlag(f *flagSet) *txnWindowFlag {
 	w := &txnWindowFlag{}
-	f.IntVar(&w.n, "transaction-window", 0, "how many of the shard's newest transaction ids an append is checked against, about 120 bytes each (default 100000; negative: retries are written again)")
+	f.IntVar(&w.n, "transaction-window", 0, "how many of the shard's newest transaction ids an append is checked against, 34 bytes each (default 100000; negative: retries are written again)")
 	return w
 }
 
