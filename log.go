@@ -238,6 +238,9 @@ func (l *Log) shipperOptions(seals shipper.SealSignal) shipper.Options {
 		Logger:             l.log,
 		Metrics:            l.m,
 		NoteErr:            l.noteErr,
+		MaxUnshippedAge:    o.MaxUnshippedAge,
+		// RefuseWhenUnshipped refuses appends only (refusingAppends).
+		RefuseWhenUnshipped: o.RefuseWhenUnshipped,
 	}
 }
 
@@ -341,6 +344,15 @@ func (l *Log) stoppedWriting() error {
 		return nil
 	}
 	return l.ship.Stopped()
+}
+
+// refusingAppends is stoppedWriting for an append: also the unshipped
+// bound of RefuseWhenUnshipped.
+func (l *Log) refusingAppends() error {
+	if l.ship == nil {
+		return nil
+	}
+	return l.ship.Refusing()
 }
 
 func (l *Log) noteErr(err error) {

@@ -12,6 +12,13 @@
 // same); the tick's upload replaces it when its batch has the same key. A
 // damaged tail object whose metadata names other bytes is a diverged
 // history (ErrDiverged).
+//
+// A failing bucket does not make the shard unready (Ready): appends stay
+// durable on the local disk and ship when it answers; Health and Status
+// report it, and the log has one WARN per failure streak (then one per
+// BucketWarnInterval) and an INFO when it ends. Only MaxUnshippedAge, when
+// set, turns a long outage into unreadiness (and, with RefuseWhenUnshipped,
+// refused appends).
 package shipper
 
 import (
@@ -83,6 +90,7 @@ type Shipper struct {
 	closing       bool          // Close released the synchronous waiters: none waits any more
 
 	unshippedSince atomic.Int64 // unix nanos of the oldest append not yet shipped (0: none)
+	watch          *bucketWatch // failure streaks, the last error and shipment (bucketstate.go)
 	waiters        atomic.Int32
 	background     bool // the tick loop runs (else synchronous appends ship themselves)
 }
@@ -118,6 +126,10 @@ func New(ctx context.Context, store Store, b blobtier.Bucket, o Options) (*Shipp
 		durable:      map[uint64]bool{},
 		pendingTails: map[string]*pendingTail{},
 		shippedCh:    make(chan struct{}),
+		watch:        &bucketWatch{log: o.Logger, interval: o.BucketWarnInterval},
+	}
+	if s.watch.interval <= 0 {
+		s.watch.interval = DefaultBucketWarnInterval
 	}
 	deadline := time.Now().Add(o.StartupTimeout)
 	backoff := 100 * time.Millisecond
@@ -188,6 +200,14 @@ type Options struct {
 	Metrics *metrics.Shard
 	// NoteErr is told of every local store error (poison detection).
 	NoteErr func(error)
+	// MaxUnshippedAge > 0 makes the shard not ready (Ready) once the bucket
+	// has failed for longer than it and the oldest unshipped event is older
+	// than it; with RefuseWhenUnshipped appends are then refused
+	// (Refusing). BucketWarnInterval spaces the WARN lines of a failure
+	// streak (default DefaultBucketWarnInterval).
+	MaxUnshippedAge     time.Duration
+	RefuseWhenUnshipped bool
+	BucketWarnInterval  time.Duration
 }
 
 // SealSignal is the store's seal hook: Sealed wakes the uploader without

@@ -19,6 +19,7 @@ func (s *Shipper) shipTail(ctx context.Context) error {
 		return err
 	}
 	before := s.repl.ShippedThrough()
+	started, tipAtStart := s.o.Now(), s.store.Tip()
 	var committedMax uint64
 	var conflictKey string
 	res, failure := s.repl.ReplicateWith(ctx, s.store, s.b, tailbatch.Hooks{
@@ -48,6 +49,8 @@ func (s *Shipper) shipTail(ctx context.Context) error {
 		return s.secondWriter(conflictKey, failure)
 	}
 	if s.repl.ShippedThrough() > before {
+		s.watch.shipped(s.o.Now())
+		s.shippedSince(started, tipAtStart)
 		s.notifyShipped()
 	}
 	if committedMax > 0 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/bucketlog/bucketlog"
 	"github.com/bucketlog/bucketlog/affinity"
+	"github.com/bucketlog/bucketlog/blobtier"
 )
 
 // HTTP limits (serveAbout).
@@ -103,6 +104,7 @@ func newAPI(cfg apiConfig) *api {
 	m.HandleFunc("DELETE /v1/consumers/{name}", a.ready(a.deleteConsumer))
 	m.HandleFunc("GET /healthz", a.healthz)
 	m.HandleFunc("GET /readyz", a.readyz)
+	m.HandleFunc("GET /v1/status", a.ready(a.status))
 	if cfg.gatherer != nil {
 		m.Handle("GET /metrics", promhttp.HandlerFor(cfg.gatherer, promhttp.HandlerOpts{}))
 	}
@@ -194,8 +196,8 @@ func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
 		writeBody(w, http.StatusServiceUnavailable, readyOutput{Shard: a.own.Index, Reason: errOpening.Error()})
 		return
 	}
-	if ok, reason := l.Health(); !ok {
-		writeBody(w, http.StatusServiceUnavailable, readyOutput{Shard: a.own.Index, Reason: reason})
+	if ok, reason := l.Ready(); !ok {
+		writeBody(w, http.StatusServiceUnavailable, readyOutput{Shard: a.own.Index, Reason: blobtier.RedactText(reason)})
 		return
 	}
 	writeBody(w, http.StatusOK, readyOutput{Ready: true, Shard: a.own.Index})

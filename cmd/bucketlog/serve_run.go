@@ -65,8 +65,15 @@ Routes (JSON bodies; errors are {"error","class"} plus "owner_shard" for 421):
   DELETE /v1/consumers/{name}                204 (404 if unknown)
   GET    /metrics                            Prometheus metrics (prefix bucketlog_)
   GET    /healthz                            200 while the process answers
-  GET    /readyz                             200 once recovered, hydrated, not poisoned and
-                                             shipping; else 503 {"ready":false,"reason"}
+  GET    /v1/status                          200 {"action":"status","shards":[…]}: per shard its
+                                             state (ready, degraded: the bucket is failing but
+                                             appends are taken, not_ready, stopped), tip, base,
+                                             watermark, shipped_through, unshipped and the age of
+                                             the oldest, last shipment, last bucket error (redacted)
+  GET    /readyz                             200 while the shard takes appends (open, not
+                                             poisoned, not stopped, within --max-unshipped-age);
+                                             a failing bucket alone leaves it 200 (see
+                                             /v1/status); else 503 {"ready":false,"reason"}
 limit defaults to 1000, at most 100000. A page also stops before its records
 pass --max-page-bytes (default 8 MiB; it always holds one record, however
 large): it then adds "truncated":true and "next_after":N, the last sequence
@@ -81,7 +88,13 @@ A batch is refused whole, but a crash in the middle of writing one may leave
 an unacknowledged prefix. The log does not de-duplicate client retries.
 
 With the bucket unreachable serve keeps appending (events are durable on the
-local disk) and retrying, and /readyz says why. On SIGTERM, SIGINT or SIGHUP
+local disk) and retrying: it logs a WARN at the first failure, then one WARN
+a minute with the count while it lasts, and an INFO when the bucket recovers;
+/v1/status and the metrics show it, /readyz stays 200. --max-unshipped-age D
+makes /readyz 503 once the bucket has failed for longer than D and the oldest
+unshipped event is older than D; with --refuse-when-unshipped appends are
+then refused too (503, "class":"storage", nothing written), for operators who
+prefer a bounded loss window over availability. Both are off by default. On SIGTERM, SIGINT or SIGHUP
 it stops accepting, finishes requests in flight (--shutdown-timeout), ships
 the tail one last time (--shutdown-ship-timeout) and exits 0 when the bucket
 holds every event; when it does not, it logs at ERROR how many events remain
@@ -103,6 +116,7 @@ func runServe(c *cli, args []string) int {
 	drain := f.Duration("shutdown-timeout", 10*time.Second, "on SIGTERM, how long requests in flight may take to finish")
 	startup := f.Duration("startup-timeout", 0, fmt.Sprintf("how long opening retries a bucket that does not answer before it gives up (default %v)", bucketlog.DefaultStartupTimeout))
 	shipTimeout := f.Duration("shutdown-ship-timeout", 0, "on SIGTERM, the bound on the last tail shipment (default 10s)")
+	maxUnshipped, refuseUnshipped := addUnshippedFlags(f)
 	if stop, code := c.parse(f, args); stop {
 		return code
 	}
@@ -152,6 +166,10 @@ func runServe(c *cli, args []string) int {
 			return c.fail(usagef("--shutdown-ship-timeout %v must be positive", *shipTimeout))
 		}
 		opts.ShutdownShipTimeout = *shipTimeout
+	}
+
+	if err := unshippedOptions(f, &opts, *maxUnshipped, *refuseUnshipped); err != nil {
+		return c.fail(err)
 	}
 
 	// A server logs what it does (reclaims, shipping failures) at info; the
