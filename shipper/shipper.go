@@ -131,24 +131,10 @@ func New(ctx context.Context, store Store, b blobtier.Bucket, o Options) (*Shipp
 	if s.watch.interval <= 0 {
 		s.watch.interval = DefaultBucketWarnInterval
 	}
-	deadline := time.Now().Add(o.StartupTimeout)
-	backoff := 100 * time.Millisecond
-	for {
-		err := s.reconcile(ctx)
-		if err == nil {
-			return s, nil
-		}
-		if !transientStartup(err) || time.Now().Add(backoff).After(deadline) {
-			return nil, err
-		}
-		s.log.Warn("the bucket could not be checked at start; retrying", "err", err, "in", backoff)
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%w (gave up: %v)", err, ctx.Err())
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
+	if err := RetryStartup(ctx, o.StartupTimeout, s.log, "checking the bucket", func() error { return s.reconcile(ctx) }); err != nil {
+		return nil, err
 	}
+	return s, nil
 }
 
 // transientStartup reports whether a start-up check failure may pass on
