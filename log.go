@@ -77,6 +77,10 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 		l.closeBucket()
 		return nil, err
 	}
+	l.m.WatchPositions(func() (metrics.Positions, bool) {
+		snap, err := l.store.Snapshot()
+		return metrics.Positions{Tip: snap.Tip, ShippedThrough: l.ShippedThrough(), Base: snap.ReclaimedSeq + 1}, err == nil
+	})
 	return l, nil
 }
 
@@ -88,7 +92,7 @@ func (l *Log) openBucket(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	l.bucket, l.closeB = blobtier.Observe(b, l.m.BucketObserver()), closeB
+	l.bucket, l.closeB = blobtier.ObserveTimed(b, l.m.BucketObserver()), closeB
 	return nil
 }
 
