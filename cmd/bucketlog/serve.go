@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -13,6 +14,7 @@ import (
 	"github.com/bucketlog/bucketlog"
 	"github.com/bucketlog/bucketlog/affinity"
 	"github.com/bucketlog/bucketlog/blobtier"
+	"github.com/bucketlog/bucketlog/metrics"
 )
 
 // HTTP limits (serveAbout).
@@ -58,6 +60,11 @@ type api struct {
 	metrics     http.Handler
 	log         atomic.Pointer[bucketlog.Log]
 	mux         *http.ServeMux
+	routes      []string // the mux's patterns
+	// httpm and ops are the request and refusal series (instrument; nil:
+	// not counted).
+	httpm *metrics.HTTP
+	ops   *metrics.Shard
 
 	inflight atomic.Int64
 }
@@ -96,24 +103,34 @@ func newAPI(cfg apiConfig) *api {
 		a.segMax = bucketlog.DefaultSegmentMaxBytes
 	}
 	m := http.NewServeMux()
-	m.HandleFunc("POST /v1/events", a.ready(a.appendEvents))
-	m.HandleFunc("GET /v1/events", a.ready(a.scan))
-	m.HandleFunc("GET /v1/executions/{id}/events", a.ready(a.readExecution))
-	m.HandleFunc("POST /v1/consumers/{name}/pull", a.ready(a.pull))
-	m.HandleFunc("POST /v1/consumers/{name}/ack", a.ready(a.ack))
-	m.HandleFunc("DELETE /v1/consumers/{name}", a.ready(a.deleteConsumer))
-	m.HandleFunc("GET /healthz", a.healthz)
-	m.HandleFunc("GET /readyz", a.readyz)
-	m.HandleFunc("GET /v1/status", a.ready(a.status))
+	handle := func(pattern string, h http.Handler) {
+		m.Handle(pattern, h)
+		a.routes = append(a.routes, pattern)
+	}
+	handle("POST /v1/events", a.ready(a.appendEvents))
+	handle("GET /v1/events", a.ready(a.scan))
+	handle("GET /v1/executions/{id}/events", a.ready(a.readExecution))
+	handle("POST /v1/consumers/{name}/pull", a.ready(a.pull))
+	handle("POST /v1/consumers/{name}/ack", a.ready(a.ack))
+	handle("DELETE /v1/consumers/{name}", a.ready(a.deleteConsumer))
+	handle("GET /healthz", http.HandlerFunc(a.healthz))
+	handle("GET /readyz", http.HandlerFunc(a.readyz))
+	handle("GET /v1/status", a.ready(a.status))
 	if cfg.gatherer != nil {
-		m.Handle("GET /metrics", promhttp.HandlerFor(cfg.gatherer, promhttp.HandlerOpts{}))
+		handle("GET /metrics", promhttp.HandlerFor(cfg.gatherer, promhttp.HandlerOpts{}))
 	}
 	a.mux = m
 	return a
 }
 
 func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if _, pattern := a.mux.Handler(r); pattern == "" {
+	_, pattern := a.mux.Handler(r)
+	if a.httpm != nil {
+		rec := &statusRecorder{ResponseWriter: w}
+		defer a.observe(rec, pattern, time.Now())
+		w = rec
+	}
+	if pattern == "" {
 		a.noRoute(w, r)
 		return
 	}
@@ -172,6 +189,7 @@ func (a *api) ready(h func(http.ResponseWriter, *http.Request, *bucketlog.Log)) 
 	return func(w http.ResponseWriter, r *http.Request) {
 		l := a.log.Load()
 		if l == nil {
+			a.refused(r, errOpening)
 			writeError(w, nil, errOpening)
 			return
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/bucketlog/bucketlog"
 	"github.com/bucketlog/bucketlog/affinity"
 	"github.com/bucketlog/bucketlog/localseg"
+	"github.com/bucketlog/bucketlog/metrics"
 )
 
 // errBusy refuses a request body the in-flight budget has no room for.
@@ -32,6 +33,7 @@ var errBusy = fmt.Errorf("%w: the server is reading as many request bytes as it 
 // once it no longer holds the body or anything decoded from it (release is
 // never nil).
 func (a *api) readBody(w http.ResponseWriter, r *http.Request) (body []byte, release func(), err error) {
+	defer func() { a.refused(r, err) }()
 	release = func() {}
 	if r.ContentLength > a.maxBody {
 		return nil, release, a.tooBig()
@@ -95,6 +97,7 @@ type batchBody struct {
 // event is validated (identifiers, UTF-8, size, ownership) before anything
 // is written, so a bad event refuses the whole request.
 func (a *api) parseEvents(body []byte) (evs []localseg.Event, batch bool, err error) {
+	defer func() { a.refusedOp(metrics.OpAppend, err) }()
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(body, &top); err != nil {
 		return nil, false, fmt.Errorf("%w: malformed JSON: %v (want one event object or {\"events\":[…]})", localseg.ErrInvalidInput, err)

@@ -185,6 +185,10 @@ func runServe(c *cli, args []string) int {
 		return c.fail(usagef("--listen %s: %v", *listen, err))
 	}
 	a := newAPI(apiConfig{own: own, segMax: segMax(opts), maxBody: *maxBody, maxPage: *maxPage, maxInflight: *maxInflight, gatherer: reg})
+	if err := instrumentAPI(a, reg, own.Index); err != nil {
+		_ = ln.Close()
+		return c.fail(err)
+	}
 	srv := &http.Server{
 		Handler:           a,
 		ReadHeaderTimeout: 10 * time.Second,
