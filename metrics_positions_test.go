@@ -2,7 +2,9 @@ package bucketlog
 
 import (
 	"testing"
+	"time"
 
+	"github.com/bucketlog/bucketlog/blobtier/faultbucket"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -36,5 +38,38 @@ func TestPositionGaugesAndBucketLatency(t *testing.T) {
 		if count == 0 || timed != count {
 			t.Errorf("%s: %v requests counted, %v timed", k, count, timed)
 		}
+	}
+}
+
+// oldest_unreplicated_age_seconds rises while the bucket refuses the tail
+// and falls back to 0 once it holds every event.
+func TestOldestUnreplicatedAgeGauge(t *testing.T) {
+	ctx := ctxT(t)
+	reg := prometheus.NewRegistry()
+	fb, b := s3FaultBucket(t)
+	l := mustOpen(t, Options{Dir: t.TempDir(), Bucket: b, TailInterval: 20 * time.Millisecond, Registerer: reg, Logger: quiet()})
+	defer l.Close()
+	rule := fb.MustAdd(faultbucket.Rule{Op: faultbucket.OpWrite, Kind: faultbucket.Refuse})
+	if _, err := l.Append(ctx, ev("5", 1)); err != nil {
+		t.Fatal(err)
+	}
+	const k = "bucketlog_oldest_unreplicated_age_seconds{shard=0}"
+	waitGauge(t, reg, k, "above 0.1 s with the bucket refusing", func(v float64) bool { return v > 0.1 })
+	fb.Remove(rule)
+	waitGauge(t, reg, k, "0 once shipped", func(v float64) bool { return v == 0 })
+}
+
+func waitGauge(t *testing.T, reg *prometheus.Registry, key, what string, ok func(float64) bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		v := gather(t, reg)[key]
+		if ok(v) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never %s: %v", key, what, v)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -137,3 +137,13 @@ func (s *Shipper) shippedSince(started time.Time, tipAtStart uint64) {
 		}
 	}
 }
+
+// oldestUnshippedAge bounds from above the age of the oldest event not in
+// the bucket (0 when the bucket holds the tip).
+func (s *Shipper) oldestUnshippedAge(now time.Time) time.Duration {
+	since := s.unshippedSince.Load()
+	if since == 0 || s.repl.ShippedThrough() >= s.store.Tip() {
+		return 0
+	}
+	return max(0, now.Sub(time.Unix(0, since)))
+}

@@ -72,9 +72,7 @@ func StatusOf(shard int, store Store, s *Shipper, now time.Time) Status {
 	st.ShippedThrough = s.repl.ShippedThrough()
 	if st.Tip > st.ShippedThrough {
 		st.Unshipped = st.Tip - st.ShippedThrough
-		if since := s.unshippedSince.Load(); since != 0 {
-			st.OldestUnshippedAgeSeconds = max(0, now.Sub(time.Unix(0, since)).Seconds())
-		}
+		st.OldestUnshippedAgeSeconds = s.oldestUnshippedAge(now).Seconds()
 	}
 	s.mu.Lock()
 	st.Watermark, st.SegmentsDurable = s.wm.Seq, len(s.durable)

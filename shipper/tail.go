@@ -186,4 +186,5 @@ func (s *Shipper) updateGauges() {
 	} else {
 		m.OldestUnsealedAge.Set(0)
 	}
+	m.OldestUnreplicatedAge.Set(s.oldestUnshippedAge(now).Seconds())
 }
