@@ -221,7 +221,7 @@ func runServe(c *cli, args []string) int {
 		return c.fail(err)
 	}
 	a.setLog(l)
-	if ok, reason := l.Health(); ok {
+	if ok, reason := l.Ready(); ok {
 		logger.Info("serving", "listen", ln.Addr().String(), "shard", own.Index, "shard_count", own.Count, "dir", l.Dir(), "bucket", blobtier.Redact(opts.BucketURL))
 	} else {
 		logger.Warn("serving, not ready", "listen", ln.Addr().String(), "shard", own.Index, "reason", reason)
