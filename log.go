@@ -130,7 +130,7 @@ func (l *Log) open(ctx context.Context) error {
 			err := shipper.RetryStartup(ctx, o.StartupTimeout, l.log, "hydrating from the bucket", func() (err error) {
 				rep, err = coldload.Hydrate(ctx, l.bucket, uint32(o.ShardIndex), l.dir, coldload.Options{AllowEmpty: true, Store: localseg.Options{FS: o.FS, SegmentMaxBytes: o.SegmentMaxBytes}})
 				return err
-			}, coldload.Permanent...)
+			}, coldload.Transient)
 			if err != nil {
 				return fmt.Errorf("hydrate shard %d from the bucket: %w", o.ShardIndex, err)
 			}

@@ -131,7 +131,7 @@ func New(ctx context.Context, store Store, b blobtier.Bucket, o Options) (*Shipp
 	if s.watch.interval <= 0 {
 		s.watch.interval = DefaultBucketWarnInterval
 	}
-	if err := RetryStartup(ctx, o.StartupTimeout, s.log, "checking the bucket", func() error { return s.reconcile(ctx) }); err != nil {
+	if err := RetryStartup(ctx, o.StartupTimeout, s.log, "checking the bucket", func() error { return s.reconcile(ctx) }, nil); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -2,19 +2,21 @@ package shipper
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 )
 
-// RetryStartup runs fn until it succeeds, fails with an error that is not
-// transient (a verdict about the data or the configuration: transientStartup,
-// or one of permanent), or timeout would pass before the next try. It is
-// the start-up policy of both the reconcile check (New) and the hydration
-// of an empty directory (the root's Open): backoff from 100 ms doubling to
-// 5 s, one WARN per retry, stopped by ctx.
-func RetryStartup(ctx context.Context, timeout time.Duration, log *slog.Logger, what string, fn func() error, permanent ...error) error {
+// RetryStartup runs fn until it succeeds, fails with an error transient
+// does not accept (nil: transientStartup, which refuses verdicts about the
+// data or the configuration), or timeout would pass before the next try.
+// It is the start-up policy of both the reconcile check (New) and the
+// hydration of an empty directory (the root's Open): backoff from 100 ms
+// doubling to 5 s, one WARN per retry, stopped by ctx.
+func RetryStartup(ctx context.Context, timeout time.Duration, log *slog.Logger, what string, fn func() error, transient func(error) bool) error {
+	if transient == nil {
+		transient = transientStartup
+	}
 	deadline := time.Now().Add(timeout)
 	backoff := 100 * time.Millisecond
 	for {
@@ -22,7 +24,7 @@ func RetryStartup(ctx context.Context, timeout time.Duration, log *slog.Logger, 
 		if err == nil {
 			return nil
 		}
-		if !transientStartup(err) || isAny(err, permanent) || time.Now().Add(backoff).After(deadline) {
+		if !transient(err) || time.Now().Add(backoff).After(deadline) {
 			return err
 		}
 		log.Warn(what+" failed at start; retrying", "err", err, "in", backoff)
@@ -33,13 +35,4 @@ func RetryStartup(ctx context.Context, timeout time.Duration, log *slog.Logger, 
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
-}
-
-func isAny(err error, targets []error) bool {
-	for _, t := range targets {
-		if errors.Is(err, t) {
-			return true
-		}
-	}
-	return false
 }
