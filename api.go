@@ -30,7 +30,7 @@ func (l *Log) appendOne(ctx context.Context, ev Event) (AppendResult, error) {
 	if err := l.writable(); err != nil {
 		return AppendResult{}, err
 	}
-	if err := l.refusingAppends(); err != nil {
+	if err := l.ship.Refusing(); err != nil {
 		return AppendResult{}, err
 	}
 	if err := l.routeEvent(ev); err != nil {
@@ -81,7 +81,7 @@ func (l *Log) appendBatch(ctx context.Context, evs []Event) (BatchResult, error)
 	if len(evs) == 0 {
 		return BatchResult{}, fmt.Errorf("%w: empty batch", localseg.ErrInvalidInput)
 	}
-	if err := l.refusingAppends(); err != nil {
+	if err := l.ship.Refusing(); err != nil {
 		return BatchResult{}, err
 	}
 	for i, ev := range evs {
@@ -250,14 +250,14 @@ func (l *Log) DeleteConsumer(ctx context.Context, consumer string) error {
 
 // Health reports whether the shard is whole: Ready, and (with a bucket)
 // shipping. The reason says what is wrong.
-func (l *Log) Health() (ready bool, reason string) { return l.health(false) }
+func (l *Log) Health() (ready bool, reason string) { return l.health(l.ship.Health) }
 
 // Ready reports whether the shard takes appends: open, not poisoned, not
 // stopped by a second writer, within MaxUnshippedAge when set. A failing
 // bucket alone leaves it ready (Health and Status report it).
-func (l *Log) Ready() (ready bool, reason string) { return l.health(true) }
+func (l *Log) Ready() (ready bool, reason string) { return l.health(l.ship.Ready) }
 
-func (l *Log) health(appendsOnly bool) (bool, string) {
+func (l *Log) health(check func() error) (bool, string) {
 	switch {
 	case l.closed.Load():
 		return false, "closed"
@@ -265,10 +265,6 @@ func (l *Log) health(appendsOnly bool) (bool, string) {
 		return false, "store poisoned by a write or fsync error; restart to recover"
 	}
 	if l.ship != nil {
-		check := l.ship.Health
-		if appendsOnly {
-			check = l.ship.Ready
-		}
 		if err := check(); err != nil {
 			return false, err.Error()
 		}

@@ -247,7 +247,7 @@ func (l *Log) shipperOptions(seals shipper.SealSignal) shipper.Options {
 		Metrics:            l.m,
 		NoteErr:            l.noteErr,
 		MaxUnshippedAge:    o.MaxUnshippedAge,
-		// RefuseWhenUnshipped refuses appends only (refusingAppends).
+		// Appends only: Refusing; acks and deletes check Stopped.
 		RefuseWhenUnshipped: o.RefuseWhenUnshipped,
 	}
 }
@@ -352,15 +352,6 @@ func (l *Log) stoppedWriting() error {
 		return nil
 	}
 	return l.ship.Stopped()
-}
-
-// refusingAppends is stoppedWriting for an append: also the unshipped
-// bound of RefuseWhenUnshipped.
-func (l *Log) refusingAppends() error {
-	if l.ship == nil {
-		return nil
-	}
-	return l.ship.Refusing()
 }
 
 func (l *Log) noteErr(err error) {

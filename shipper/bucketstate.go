@@ -112,7 +112,11 @@ func (s *Shipper) Ready() error {
 
 // Refusing is why an append is refused before it is written: the
 // second-writer stop, or (with RefuseWhenUnshipped) the unshipped bound.
+// A nil Shipper (no bucket) refuses nothing.
 func (s *Shipper) Refusing() error {
+	if s == nil {
+		return nil
+	}
 	if err := s.stopped(); err != nil {
 		return err
 	}
