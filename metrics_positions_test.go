@@ -41,7 +41,7 @@ func TestPositionGaugesAndBucketLatency(t *testing.T) {
 	}
 }
 
-// oldest_unreplicated_age_seconds rises while the bucket refuses the tail
+// oldest_unreplicated_age_seconds and unshipped_bytes rise while the bucket refuses the tail
 // and falls back to 0 once it holds every event.
 func TestOldestUnreplicatedAgeGauge(t *testing.T) {
 	ctx := ctxT(t)
@@ -54,9 +54,15 @@ func TestOldestUnreplicatedAgeGauge(t *testing.T) {
 		t.Fatal(err)
 	}
 	const k = "bucketlog_oldest_unreplicated_age_seconds{shard=0}"
+	const bytes = "bucketlog_unshipped_bytes{shard=0}"
 	waitGauge(t, reg, k, "above 0.1 s with the bucket refusing", func(v float64) bool { return v > 0.1 })
+	waitGauge(t, reg, bytes, "the size of the unshipped frame", func(v float64) bool { return v > 0 })
+	if st := l.Status(); st.UnshippedBytes <= 0 || st.Unshipped != 1 {
+		t.Fatalf("status with one event unshipped: %+v", st)
+	}
 	fb.Remove(rule)
 	waitGauge(t, reg, k, "0 once shipped", func(v float64) bool { return v == 0 })
+	waitGauge(t, reg, bytes, "0 once shipped", func(v float64) bool { return v == 0 })
 }
 
 func waitGauge(t *testing.T, reg *prometheus.Registry, key, what string, ok func(float64) bool) {

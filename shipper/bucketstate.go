@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -150,4 +151,26 @@ func (s *Shipper) oldestUnshippedAge(now time.Time) time.Duration {
 		return 0
 	}
 	return max(0, now.Sub(time.Unix(0, since)))
+}
+
+// unshippedBytes is the size of the durable local frames after the
+// shipped position: what a lost disk would lose (consumer frames between
+// them included). It is 0 when the bucket holds the tip.
+func (s *Shipper) unshippedBytes() int64 {
+	shipped := s.repl.ShippedThrough()
+	snap, err := s.store.Snapshot()
+	if err != nil || snap.Tip <= shipped {
+		return 0
+	}
+	ext, ok, err := s.store.TailExtent(shipped, math.MaxInt64)
+	if err != nil || !ok {
+		return 0
+	}
+	n := ext.End - ext.Start
+	for _, seg := range snap.Segments {
+		if seg.ID > ext.Segment {
+			n += seg.Size
+		}
+	}
+	return n
 }

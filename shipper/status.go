@@ -31,6 +31,7 @@ type Status struct {
 	// ShippedThrough is the contiguous end of what the bucket holds.
 	ShippedThrough uint64 `json:"shipped_through"`
 	Unshipped      uint64 `json:"unshipped"`
+	UnshippedBytes int64  `json:"unshipped_bytes"`
 	// OldestUnshippedAgeSeconds bounds from above the age of the oldest
 	// event not in the bucket (0 when none).
 	OldestUnshippedAgeSeconds float64 `json:"oldest_unshipped_age_seconds"`
@@ -73,6 +74,7 @@ func StatusOf(shard int, store Store, s *Shipper, now time.Time) Status {
 	if st.Tip > st.ShippedThrough {
 		st.Unshipped = st.Tip - st.ShippedThrough
 		st.OldestUnshippedAgeSeconds = s.oldestUnshippedAge(now).Seconds()
+		st.UnshippedBytes = s.unshippedBytes()
 	}
 	s.mu.Lock()
 	st.Watermark, st.SegmentsDurable = s.wm.Seq, len(s.durable)

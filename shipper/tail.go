@@ -187,4 +187,5 @@ func (s *Shipper) updateGauges() {
 		m.OldestUnsealedAge.Set(0)
 	}
 	m.OldestUnreplicatedAge.Set(s.oldestUnshippedAge(now).Seconds())
+	m.UnshippedBytes.Set(float64(s.unshippedBytes()))
 }
