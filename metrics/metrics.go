@@ -2,6 +2,9 @@
 // field per series, every label value created up front, so every series
 // exists at zero from the first scrape and a misspelt series is a compile
 // error rather than a panic at run time (the README's metric table).
+// Shard is one shard's engine series; HTTP is a server's request series
+// (no shard label), one per route pattern, method and status class, so a
+// client's paths and methods never grow the label set.
 package metrics
 
 import (
