@@ -10,6 +10,7 @@ import (
 	"github.com/bucketlog/bucketlog/affinity"
 	"github.com/bucketlog/bucketlog/localseg"
 	"github.com/bucketlog/bucketlog/metrics"
+	"github.com/bucketlog/bucketlog/shipper"
 )
 
 // Append appends one event of an execution this shard owns. It returns once
@@ -29,7 +30,7 @@ func (l *Log) appendOne(ctx context.Context, ev Event) (AppendResult, error) {
 	if err := l.writable(); err != nil {
 		return AppendResult{}, err
 	}
-	if err := l.stoppedWriting(); err != nil {
+	if err := l.ship.Refusing(); err != nil {
 		return AppendResult{}, err
 	}
 	if err := l.routeEvent(ev); err != nil {
@@ -82,7 +83,7 @@ func (l *Log) appendBatch(ctx context.Context, evs []Event) (BatchResult, error)
 	if len(evs) == 0 {
 		return BatchResult{}, fmt.Errorf("%w: empty batch", localseg.ErrInvalidInput)
 	}
-	if err := l.stoppedWriting(); err != nil {
+	if err := l.ship.Refusing(); err != nil {
 		return BatchResult{}, err
 	}
 	for i, ev := range evs {
@@ -250,9 +251,16 @@ func (l *Log) DeleteConsumer(ctx context.Context, consumer string) error {
 	return err
 }
 
-// Health reports readiness: recovered, hydrated, not poisoned, and (with a
-// bucket) shipping. The reason says what is wrong.
-func (l *Log) Health() (ready bool, reason string) {
+// Health reports whether the shard is whole: Ready, and (with a bucket)
+// shipping. The reason says what is wrong.
+func (l *Log) Health() (ready bool, reason string) { return l.health(l.ship.Health) }
+
+// Ready reports whether the shard takes appends: open, not poisoned, not
+// stopped by a second writer, within MaxUnshippedAge when set. A failing
+// bucket alone leaves it ready (Health and Status report it).
+func (l *Log) Ready() (ready bool, reason string) { return l.health(l.ship.Ready) }
+
+func (l *Log) health(check func() error) (bool, string) {
 	switch {
 	case l.closed.Load():
 		return false, "closed"
@@ -260,11 +268,20 @@ func (l *Log) Health() (ready bool, reason string) {
 		return false, "store poisoned by a write or fsync error; restart to recover"
 	}
 	if l.ship != nil {
-		if err := l.ship.Health(); err != nil {
+		if err := check(); err != nil {
 			return false, err.Error()
 		}
 	}
 	return true, ""
+}
+
+// Status reports the shard's state for operators (shipper.Status).
+func (l *Log) Status() Status {
+	st := shipper.StatusOf(l.own.Index, l.store, l.ship, l.opts.Now())
+	if ok, reason := l.Ready(); !ok && st.Ready {
+		st.State, st.Ready, st.Reason = "not_ready", false, reason
+	}
+	return st
 }
 
 // ShippedThrough is the highest sequence the bucket holds contiguously as

@@ -52,6 +52,8 @@ var (
 	// ErrSecondWriter (storage): a different object already sits under one
 	// of this shard's write-once keys; shipping, GC and cleanup stopped.
 	ErrSecondWriter = shipper.ErrSecondWriter
+	// ErrUnshippedBound (storage): RefuseWhenUnshipped refused an append.
+	ErrUnshippedBound = shipper.ErrUnshippedBound
 	// ErrPoisoned (storage): a write or fsync failed; reopen the shard.
 	ErrPoisoned = localseg.ErrPoisoned
 	// ErrNotReady (storage): the engine is not ready (still opening, or

@@ -77,6 +77,10 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 		l.closeBucket()
 		return nil, err
 	}
+	l.m.WatchPositions(func() (metrics.Positions, bool) {
+		snap, err := l.store.Snapshot()
+		return metrics.Positions{Tip: snap.Tip, ShippedThrough: l.ShippedThrough(), Base: snap.ReclaimedSeq + 1}, err == nil
+	})
 	return l, nil
 }
 
@@ -88,7 +92,7 @@ func (l *Log) openBucket(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	l.bucket, l.closeB = blobtier.Observe(b, l.m.BucketObserver()), closeB
+	l.bucket, l.closeB = blobtier.ObserveTimed(b, l.m.BucketObserver()), closeB
 	return nil
 }
 
@@ -122,7 +126,11 @@ func (l *Log) open(ctx context.Context) error {
 			return err
 		}
 		if empty {
-			rep, err := coldload.Hydrate(ctx, l.bucket, uint32(o.ShardIndex), l.dir, coldload.Options{AllowEmpty: true, Store: localseg.Options{FS: o.FS, SegmentMaxBytes: o.SegmentMaxBytes}})
+			var rep coldload.Report
+			err := shipper.RetryStartup(ctx, o.StartupTimeout, l.log, "hydrating from the bucket", func() (err error) {
+				rep, err = coldload.Hydrate(ctx, l.bucket, uint32(o.ShardIndex), l.dir, coldload.Options{AllowEmpty: true, Store: localseg.Options{FS: o.FS, SegmentMaxBytes: o.SegmentMaxBytes}})
+				return err
+			}, coldload.Transient)
 			if err != nil {
 				return fmt.Errorf("hydrate shard %d from the bucket: %w", o.ShardIndex, err)
 			}
@@ -238,6 +246,9 @@ func (l *Log) shipperOptions(seals shipper.SealSignal) shipper.Options {
 		Logger:             l.log,
 		Metrics:            l.m,
 		NoteErr:            l.noteErr,
+		MaxUnshippedAge:    o.MaxUnshippedAge,
+		// Appends only: Refusing; acks and deletes check Stopped.
+		RefuseWhenUnshipped: o.RefuseWhenUnshipped,
 	}
 }
 

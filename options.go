@@ -91,6 +91,12 @@ type Options struct {
 	// it is unreachable (default 30s). Open never skips the check: an
 	// unchecked disk could be stale or diverged.
 	StartupTimeout time.Duration
+	// MaxUnshippedAge > 0: once the bucket has failed for longer than it and
+	// the oldest unshipped event is older than it, the shard is not Ready;
+	// with RefuseWhenUnshipped appends are then refused (ErrUnshippedBound,
+	// storage). Off by default: a failing bucket alone never refuses.
+	MaxUnshippedAge     time.Duration
+	RefuseWhenUnshipped bool
 
 	// Registerer receives the metrics (nil: none are exported).
 	Registerer prometheus.Registerer

@@ -5,6 +5,7 @@ import (
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/coldload"
 	"github.com/bucketlog/bucketlog/localseg"
+	"github.com/bucketlog/bucketlog/shipper"
 )
 
 // The public types. The root owns them as type aliases of the packages
@@ -33,6 +34,8 @@ type (
 	Ownership = affinity.Ownership
 	// RestoreReport says what Restore (and the hydration of Open) loaded.
 	RestoreReport = coldload.Report
+	// Status is a shard's operator view (Log.Status).
+	Status = shipper.Status
 	// RestoreProgress is one progress report of Restore.
 	RestoreProgress = coldload.Progress
 	// VerifyOptions and VerifyReport are Verify's.

@@ -2,6 +2,9 @@
 // field per series, every label value created up front, so every series
 // exists at zero from the first scrape and a misspelt series is a compile
 // error rather than a panic at run time (the README's metric table).
+// Shard is one shard's engine series; HTTP is a server's request series
+// (no shard label), one per route pattern, method and status class, so a
+// client's paths and methods never grow the label set.
 package metrics
 
 import (
@@ -10,6 +13,7 @@ import (
 	"maps"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -27,6 +31,7 @@ var Names = []string{
 	"bucket_requests_total", "bucket_bytes_total", "oldest_unsealed_age_seconds",
 	"oldest_unreplicated_age_seconds", "unshipped_bytes", "consumer_lag",
 	"zombie_objects",
+	"bucket_request_seconds", "tip", "shipped_through", "base",
 }
 
 // Op is an operation of eventlog_ops_total.
@@ -93,6 +98,10 @@ var helps = map[string]string{
 	"unshipped_bytes":                 "Durable local bytes not yet in the bucket.",
 	"consumer_lag":                    "Events between the tip and a live consumer's cursor.",
 	"zombie_objects":                  "Objects the last cold load of this shard skipped under the lineage rule (a stale writer's).",
+	"bucket_request_seconds":          "Latency of bucket requests by operation and result.",
+	"tip":                             "The shard's last sequence (read at scrape time).",
+	"shipped_through":                 "The contiguous end of what the bucket holds (read at scrape time; 0 without a bucket).",
+	"base":                            "The lowest sequence the local store holds (read at scrape time).",
 }
 
 func opts(name string) prometheus.Opts {
@@ -117,6 +126,8 @@ type families struct {
 	unshippedBytes                          *prometheus.GaugeVec
 	consumerLag                             *lagCollector
 	zombieObjects                           *prometheus.GaugeVec
+	bucketSeconds                           *prometheus.HistogramVec
+	positions                               *positionCollector
 }
 
 func newFamilies() *families {
@@ -162,6 +173,11 @@ func newFamilies() *families {
 			desc:   prometheus.NewDesc("bucketlog_consumer_lag", helps["consumer_lag"], []string{"shard", "consumer"}, nil),
 			shards: map[string]func() (uint64, map[string]uint64){},
 		},
+		bucketSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "bucketlog", Name: "bucket_request_seconds", Help: helps["bucket_request_seconds"],
+			Buckets: prometheus.ExponentialBuckets(500e-6, 2, 16),
+		}, []string{"shard", "operation", "result"}),
+		positions: newPositionCollector(),
 	}
 }
 
@@ -173,6 +189,7 @@ func (f *families) all() []prometheus.Collector {
 		f.segmentsUploaded, f.secondWriterDetected,
 		f.tailObjectsRetained, f.tailObjectsUnparse, f.oldestUnsealed, f.oldestUnreplicated, f.unshippedBytes,
 		f.zombieObjects,
+		f.bucketSeconds, f.positions,
 	}
 }
 
@@ -247,6 +264,7 @@ type Shard struct {
 	GCError     prometheus.Counter
 
 	bucketRequests map[[2]string]prometheus.Counter
+	bucketSeconds  map[[2]string]prometheus.Observer
 	bytesUp        prometheus.Counter
 	bytesDown      prometheus.Counter
 }
@@ -284,6 +302,7 @@ func New(reg prometheus.Registerer, shard int) (*Shard, error) {
 		GCNoop:                f.gcOps.WithLabelValues(s, "noop"),
 		GCError:               f.gcOps.WithLabelValues(s, "error"),
 		bucketRequests:        map[[2]string]prometheus.Counter{},
+		bucketSeconds:         map[[2]string]prometheus.Observer{},
 		bytesUp:               f.bucketBytes.WithLabelValues(s, "up"),
 		bytesDown:             f.bucketBytes.WithLabelValues(s, "down"),
 	}
@@ -295,6 +314,7 @@ func New(reg prometheus.Registerer, shard int) (*Shard, error) {
 	for _, op := range bucketOps {
 		for _, r := range bucketRes {
 			m.bucketRequests[[2]string{string(op), string(r)}] = f.bucketRequests.WithLabelValues(s, string(op), string(r))
+			m.bucketSeconds[[2]string{string(op), string(r)}] = f.bucketSeconds.WithLabelValues(s, string(op), string(r))
 		}
 	}
 	return m, nil
@@ -315,14 +335,21 @@ func (m *Shard) Op(op Op, out Outcome) {
 	}
 }
 
-// BucketObserver counts bucket requests (a decorator of the bucket).
-func (m *Shard) BucketObserver() blobtier.Observer {
-	return func(op blobtier.Op, res blobtier.Result, up, down int64) {
-		c, ok := m.bucketRequests[[2]string{string(op), string(res)}]
+// BucketObserver counts and times bucket requests (a decorator of the
+// bucket: blobtier.ObserveTimed).
+func (m *Shard) BucketObserver() blobtier.TimedObserver {
+	return func(op blobtier.Op, res blobtier.Result, up, down int64, d time.Duration) {
+		k := [2]string{string(op), string(res)}
+		c, ok := m.bucketRequests[k]
 		if !ok {
-			c = m.f.bucketRequests.WithLabelValues(m.shard, string(op), string(res))
+			c = m.f.bucketRequests.WithLabelValues(m.shard, k[0], k[1])
 		}
 		c.Inc()
+		h, ok := m.bucketSeconds[k]
+		if !ok {
+			h = m.f.bucketSeconds.WithLabelValues(m.shard, k[0], k[1])
+		}
+		h.Observe(d.Seconds())
 		if up > 0 {
 			m.bytesUp.Add(float64(up))
 		}
@@ -345,6 +372,7 @@ func (m *Shard) Forget() {
 	m.f.consumerLag.mu.Lock()
 	defer m.f.consumerLag.mu.Unlock()
 	delete(m.f.consumerLag.shards, m.shard)
+	m.f.positions.forget(m.shard)
 }
 
 // lagCollector exports consumer_lag: one series per live consumer of every

@@ -20,6 +20,7 @@ func TestRegisteredFamiliesAreNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.WatchLag(func() (uint64, map[string]uint64) { return 5, map[string]uint64{"c": 2} })
+	m.WatchPositions(func() (metrics.Positions, bool) { return metrics.Positions{Tip: 5, ShippedThrough: 3, Base: 1}, true })
 	defer m.Forget()
 	mfs, err := reg.Gather()
 	if err != nil {

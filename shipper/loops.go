@@ -134,12 +134,14 @@ func (s *Shipper) noteUpload(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.uploadErr = err
+	s.watch.note(s.o.Now(), err, s.failingLocked())
 }
 
 func (s *Shipper) noteTail(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tailErr = err
+	s.watch.note(s.o.Now(), err, s.failingLocked())
 }
 
 // health is nil while the shard ships.

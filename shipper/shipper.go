@@ -22,6 +22,13 @@
 // (a tombstone, or unlisted with no ConsumerCreate of it after the object's
 // shipped_through event) is deleted locally: the disk is older than the
 // deletion, e.g. an older copy of the volume (consumers.go).
+//
+// A failing bucket does not make the shard unready (Ready): appends stay
+// durable on the local disk and ship when it answers; Health and Status
+// report it, and the log has one WARN per failure streak (then one per
+// BucketWarnInterval) and an INFO when it ends. Only MaxUnshippedAge, when
+// set, turns a long outage into unreadiness (and, with RefuseWhenUnshipped,
+// refused appends).
 package shipper
 
 import (
@@ -93,6 +100,7 @@ type Shipper struct {
 	closing       bool          // Close released the synchronous waiters: none waits any more
 
 	unshippedSince atomic.Int64 // unix nanos of the oldest append not yet shipped (0: none)
+	watch          *bucketWatch // failure streaks, the last error and shipment (bucketstate.go)
 	waiters        atomic.Int32
 	background     bool // the tick loop runs (else synchronous appends ship themselves)
 
@@ -133,31 +141,21 @@ func New(ctx context.Context, store Store, b blobtier.Bucket, o Options) (*Shipp
 		durable:      map[uint64]bool{},
 		pendingTails: map[string]*pendingTail{},
 		shippedCh:    make(chan struct{}),
+		watch:        &bucketWatch{log: o.Logger, interval: o.BucketWarnInterval},
 	}
-	deadline := time.Now().Add(o.StartupTimeout)
-	backoff := 100 * time.Millisecond
-	for {
-		err := s.reconcile(ctx)
-		if err == nil {
-			// The verdict let the open go on: only now does the store drop
-			// what its recovery kept (localseg Options.DeferCleanup), so a
-			// refused open changed no byte of the directory.
-			if err := store.RemoveLeftovers(); err != nil {
-				return nil, err
-			}
-			return s, nil
-		}
-		if !transientStartup(err) || time.Now().Add(backoff).After(deadline) {
-			return nil, err
-		}
-		s.log.Warn("the bucket could not be checked at start; retrying", "err", err, "in", backoff)
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%w (gave up: %v)", err, ctx.Err())
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
+	if s.watch.interval <= 0 {
+		s.watch.interval = DefaultBucketWarnInterval
 	}
+	if err := RetryStartup(ctx, o.StartupTimeout, s.log, "checking the bucket", func() error { return s.reconcile(ctx) }, nil); err != nil {
+		return nil, err
+	}
+	// The verdict let the open go on: only now does the store drop what its
+	// recovery kept (localseg Options.DeferCleanup), so a refused open
+	// changed no byte of the directory.
+	if err := store.RemoveLeftovers(); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // transientStartup reports whether a start-up check failure may pass on
@@ -212,6 +210,14 @@ type Options struct {
 	Metrics *metrics.Shard
 	// NoteErr is told of every local store error (poison detection).
 	NoteErr func(error)
+	// MaxUnshippedAge > 0 makes the shard not ready (Ready) once the bucket
+	// has failed for longer than it and the oldest unshipped event is older
+	// than it; with RefuseWhenUnshipped appends are then refused
+	// (Refusing). BucketWarnInterval spaces the WARN lines of a failure
+	// streak (default DefaultBucketWarnInterval).
+	MaxUnshippedAge     time.Duration
+	RefuseWhenUnshipped bool
+	BucketWarnInterval  time.Duration
 }
 
 // SealSignal is the store's seal hook: Sealed wakes the uploader without

@@ -22,6 +22,7 @@ func (s *Shipper) shipTail(ctx context.Context) error {
 	// again; a failed rebuild does not keep the tail from shipping.
 	herr := s.releaseCursor(ctx)
 	before := s.repl.ShippedThrough()
+	started, tipAtStart := s.o.Now(), s.store.Tip()
 	var committedMax uint64
 	var conflictKey string
 	res, failure := s.repl.ReplicateWith(ctx, s.store, s.b, tailbatch.Hooks{
@@ -52,6 +53,8 @@ func (s *Shipper) shipTail(ctx context.Context) error {
 		return s.secondWriter(conflictKey, failure)
 	}
 	if s.repl.ShippedThrough() > before {
+		s.watch.shipped(s.o.Now())
+		s.shippedSince(started, tipAtStart)
 		s.notifyShipped()
 	}
 	if committedMax > 0 {
@@ -191,4 +194,6 @@ func (s *Shipper) updateGauges() {
 	} else {
 		m.OldestUnsealedAge.Set(0)
 	}
+	m.OldestUnreplicatedAge.Set(s.oldestUnshippedAge(now).Seconds())
+	m.UnshippedBytes.Set(float64(s.unshippedBytes()))
 }

@@ -132,6 +132,7 @@ func (s *Shipper) advance(seq uint64) {
 	before := s.repl.ShippedThrough()
 	s.repl.Advance(seq)
 	if s.repl.ShippedThrough() > before {
+		s.watch.shipped(s.o.Now())
 		s.notifyShipped()
 	}
 }

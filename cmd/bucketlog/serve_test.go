@@ -684,8 +684,8 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 // TestServeHandlerBucketFailing: in synchronous mode an append the bucket
 // does not confirm answers 202 with its outcome and class not_in_bucket
 // (the event is kept, once); with the bucket refusing, appends keep
-// working while /readyz answers 503 and says why, and it recovers when the
-// bucket does.
+// working and /readyz stays 200 (readiness is "takes appends") while
+// /v1/status says degraded, and it recovers when the bucket does.
 func TestServeHandlerBucketFailing(t *testing.T) {
 	ctx := context.Background()
 	fb := faultbucket.New(memblob.OpenBucket(nil), 1)
@@ -713,9 +713,11 @@ func TestServeHandlerBucketFailing(t *testing.T) {
 	if code != http.StatusAccepted || out["class"] != "not_in_bucket" || out["first_sequence"] != 3.0 || out["last_sequence"] != 4.0 {
 		t.Fatalf("synchronous batch with the bucket refusing: %d %v", code, out)
 	}
-	waitReadyz(t, a, http.StatusServiceUnavailable, "bucket")
+	waitStatus(t, a, "degraded", func(st map[string]any) bool { return st["state"] == "degraded" })
+	waitReadyz(t, a, http.StatusOK, "")
 
 	fb.Remove(rule)
+	waitStatus(t, a, "ready", func(st map[string]any) bool { return st["state"] == "ready" })
 	waitReadyz(t, a, http.StatusOK, "")
 	code, out = call(t, a, "GET", "/v1/events", "")
 	if recs, _ := out["records"].([]any); code != 200 || len(recs) != 4 {
@@ -836,13 +838,16 @@ func TestServeUsage(t *testing.T) {
 		env  []string
 		args []string
 	}{
-		"bad listen address":  {nil, []string{"--listen", "nohost:notaport"}},
-		"partial shard pair":  {nil, []string{"--shard-index", "1"}},
-		"shard beyond count":  {nil, []string{"--shard-index", "2", "--shard-count", "2"}},
-		"sync without bucket": {nil, []string{"--sync-to-bucket"}},
-		"local_reference":     {[]string{"NOETL_EHDB_EVENTLOG_BACKEND=local_reference"}, nil},
-		"zero max body":       {nil, []string{"--max-body-bytes", "0"}},
-		"positional argument": {nil, []string{"extra"}},
+		"bad listen address":   {nil, []string{"--listen", "nohost:notaport"}},
+		"partial shard pair":   {nil, []string{"--shard-index", "1"}},
+		"shard beyond count":   {nil, []string{"--shard-index", "2", "--shard-count", "2"}},
+		"sync without bucket":  {nil, []string{"--sync-to-bucket"}},
+		"local_reference":      {[]string{"NOETL_EHDB_EVENTLOG_BACKEND=local_reference"}, nil},
+		"zero max body":        {nil, []string{"--max-body-bytes", "0"}},
+		"positional argument":  {nil, []string{"extra"}},
+		"refuse without bound": {nil, []string{"--bucket", "mem://x", "--refuse-when-unshipped"}},
+		"bound without bucket": {nil, []string{"--max-unshipped-age", "1m"}},
+		"zero bound":           {nil, []string{"--bucket", "mem://x", "--max-unshipped-age", "0s"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			args := append([]string{"serve", "--dir", t.TempDir(), "--listen", "127.0.0.1:0"}, tc.args...)
