@@ -380,3 +380,20 @@ func ShipsToBucket(dir string) (string, bool) {
 	r, ok, _ := bucketrec.Read(dir)
 	return r.URL, ok
 }
+
+// openBucketFor is the one way Open, Restore and Verify take a bucket: an
+// injected Bucket (the caller keeps it) wins over a URL, which is opened
+// here and closed by the returned func.
+func openBucketFor(ctx context.Context, url string, b blobtier.Bucket) (blobtier.Bucket, func(), error) {
+	if b != nil {
+		return b, func() {}, nil
+	}
+	if url == "" {
+		return nil, nil, usagef("a bucket URL is required")
+	}
+	bk, err := blobtier.Open(ctx, url, blobtier.Options{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	return bk, func() { bk.Close() }, nil
+}

@@ -119,20 +119,3 @@ func Verify(ctx context.Context, bucketURL string, b blobtier.Bucket, opts Verif
 	defer closeB()
 	return coldload.Verify(ctx, bk, opts)
 }
-
-// openBucketFor is the one way Open, Restore and Verify take a bucket: an
-// injected Bucket (the caller keeps it) wins over a URL, which is opened
-// here and closed by the returned func.
-func openBucketFor(ctx context.Context, url string, b blobtier.Bucket) (blobtier.Bucket, func(), error) {
-	if b != nil {
-		return b, func() {}, nil
-	}
-	if url == "" {
-		return nil, nil, usagef("a bucket URL is required")
-	}
-	bk, err := blobtier.Open(ctx, url, blobtier.Options{})
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", ErrUsage, err)
-	}
-	return bk, func() { bk.Close() }, nil
-}
