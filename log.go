@@ -11,7 +11,6 @@ import (
 	"github.com/bucketlog/bucketlog/affinity"
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/coldload"
-	"github.com/bucketlog/bucketlog/internal/bucketrec"
 	"github.com/bucketlog/bucketlog/localseg"
 	"github.com/bucketlog/bucketlog/metrics"
 	"github.com/bucketlog/bucketlog/reclaim"
@@ -100,12 +99,12 @@ func (l *Log) closeBucket() {
 
 func (l *Log) open(ctx context.Context) error {
 	o := l.opts
-	rec, hasRec, err := bucketrec.Read(l.dir)
+	rec, hasRec, err := shipper.ReadBucketRecord(l.dir)
 	if err != nil {
 		return err
 	}
 	if hasRec && l.bucket != nil {
-		if err := bucketrec.Check(l.dir, rec, bucketURLForRecord(o)); err != nil {
+		if err := shipper.CheckBucketRecord(l.dir, rec, bucketURLForRecord(o)); err != nil {
 			return err
 		}
 	}
@@ -206,7 +205,7 @@ func (l *Log) open(ctx context.Context) error {
 	l.openRep.BucketTip, l.openRep.ShippedThrough = found.BucketTip, found.ShippedThrough
 	l.openRep.DurableSegments, l.openRep.Watermark = found.DurableSegments, found.Watermark
 	if !hasRec {
-		if err := bucketrec.Write(o.FS, l.dir, bucketrec.Record{URL: blobtier.Redact(bucketURLForRecord(o))}); err != nil {
+		if err := shipper.WriteBucketRecord(o.FS, l.dir, shipper.BucketRecord{URL: blobtier.Redact(bucketURLForRecord(o))}); err != nil {
 			l.m.Forget()
 			l.closeStore()
 			return err
@@ -245,7 +244,7 @@ func bucketURLForRecord(o Options) string {
 	if o.BucketURL != "" {
 		return o.BucketURL
 	}
-	return bucketrec.InjectedURL
+	return shipper.InjectedBucketURL
 }
 
 func (l *Log) closeStore() {
@@ -377,7 +376,7 @@ func dirIsEmptyStore(dir string) (bool, error) {
 
 // ShipsToBucket reports whether the shard directory records a bucket.
 func ShipsToBucket(dir string) (string, bool) {
-	r, ok, _ := bucketrec.Read(dir)
+	r, ok, _ := shipper.ReadBucketRecord(dir)
 	return r.URL, ok
 }
 

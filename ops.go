@@ -7,7 +7,6 @@ import (
 
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/coldload"
-	"github.com/bucketlog/bucketlog/internal/bucketrec"
 	"github.com/bucketlog/bucketlog/localseg"
 	"github.com/bucketlog/bucketlog/shipper"
 )
@@ -86,9 +85,9 @@ func Restore(ctx context.Context, o RestoreOptions) (RestoreReport, error) {
 	}
 	url := o.BucketURL
 	if url == "" {
-		url = bucketrec.InjectedURL
+		url = shipper.InjectedBucketURL
 	}
-	if err := bucketrec.Write(fsys, dir, bucketrec.Record{URL: blobtier.Redact(url)}); err != nil {
+	if err := shipper.WriteBucketRecord(fsys, dir, shipper.BucketRecord{URL: blobtier.Redact(url)}); err != nil {
 		return rep, err
 	}
 	return rep, nil

@@ -1,8 +1,9 @@
-// Package bucketrec is a shard directory's record of the bucket it ships
-// to (bucket.json): written the first time the shard opens with a bucket,
-// read and compared on every later open, so a store is never shipped to
-// (nor reclaimed against) another bucket by a typo.
-package bucketrec
+// A shard directory's record of the bucket it ships to (bucket.json):
+// written the first time the shard opens with a bucket, read and compared
+// on every later open, so a store is never shipped to (nor reclaimed
+// against) another bucket by a typo.
+
+package shipper
 
 import (
 	"fmt"
@@ -15,17 +16,17 @@ import (
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
-// InjectedURL is what the record holds for a bucket handed to Open as
+// InjectedBucketURL is what the record holds for a bucket handed to Open as
 // Options.Bucket without a BucketURL (tests, fault injection): its
-// identity is unknown, so it compares equal to any bucket (see Same).
-const InjectedURL = "injected://bucket"
+// identity is unknown, so it compares equal to any bucket (see SameBucket).
+const InjectedBucketURL = "injected://bucket"
 
-// Record is bucket.json: the store ships to this bucket (URL redacted).
-type Record struct {
+// BucketRecord is bucket.json: the store ships to this bucket (URL redacted).
+type BucketRecord struct {
 	URL string `json:"url"`
 }
 
-// Check refuses to open a shard directory that records another
+// CheckBucketRecord refuses to open a shard directory that records another
 // bucket than the one it is opened with (bucket.json, docs/FORMAT.md §3.8): a typo in a
 // bucket URL or prefix would otherwise ship the store there, and GC would
 // reclaim against that bucket's watermark. It runs before Open changes any
@@ -41,8 +42,8 @@ type Record struct {
 // diverged). An option or flag is deliberately not offered: it would sit in
 // service configuration and re-point silently on every restart, while a
 // removed file is a one-time act on the one directory it concerns.
-func Check(dir string, rec Record, now string) error {
-	if Same(rec.URL, now) {
+func CheckBucketRecord(dir string, rec BucketRecord, now string) error {
+	if SameBucket(rec.URL, now) {
 		return nil
 	}
 	return fmt.Errorf("%w: "+"shard directory %s ships to %s, not to %s: refusing to open it with another bucket "+
@@ -51,7 +52,7 @@ func Check(dir string, rec Record, now string) error {
 		affinity.ErrUsage, dir, rec.URL, blobtier.Redact(now), localseg.BucketRecordPath(dir))
 }
 
-// Same reports whether two bucket URLs (either may be redacted) name
+// SameBucket reports whether two bucket URLs (either may be redacted) name
 // the same bucket: the same scheme, bucket, path and prefix=. Parameter
 // order, credentials and every other parameter (endpoint, region,
 // use_path_style, checksum settings...) are ignored: they change how the
@@ -60,8 +61,8 @@ func Check(dir string, rec Record, now string) error {
 // another history under the same name is refused by Open's reconcile as a
 // stale or diverged disk). An injected bucket compares
 // equal to anything.
-func Same(recorded, now string) bool {
-	if recorded == InjectedURL || now == InjectedURL {
+func SameBucket(recorded, now string) bool {
+	if recorded == InjectedBucketURL || now == InjectedBucketURL {
 		return true
 	}
 	a, aok := canonicalBucketURL(recorded)
@@ -95,14 +96,14 @@ func canonicalBucketURL(raw string) (string, bool) {
 	return scheme + "://" + host + p + "?" + v.Encode(), true
 }
 
-// Read reads dir's record; ok is false when there is none. A damaged
+// ReadBucketRecord reads dir's record; ok is false when there is none. A damaged
 // record still says the store ships (localseg.ReadBucketRecord).
-func Read(dir string) (Record, bool, error) {
+func ReadBucketRecord(dir string) (BucketRecord, bool, error) {
 	u, ok, err := localseg.ReadBucketRecord(dir)
-	return Record{URL: u}, ok, err
+	return BucketRecord{URL: u}, ok, err
 }
 
-// Write writes r as dir's record, durably (localseg.WriteBucketRecord).
-func Write(fsys localseg.FS, dir string, r Record) error {
+// WriteBucketRecord writes r as dir's record, durably (localseg.WriteBucketRecord).
+func WriteBucketRecord(fsys localseg.FS, dir string, r BucketRecord) error {
 	return localseg.WriteBucketRecord(fsys, dir, r.URL)
 }
