@@ -83,7 +83,7 @@ func (l *Log) openBucket(ctx context.Context) error {
 	if !l.opts.hasBucket() {
 		return nil
 	}
-	b, closeB, err := openBucketFor(ctx, l.opts.BucketURL, l.opts.Bucket)
+	b, closeB, err := shipper.OpenBucket(ctx, l.opts.BucketURL, l.opts.Bucket)
 	if err != nil {
 		return err
 	}
@@ -99,34 +99,21 @@ func (l *Log) closeBucket() {
 
 func (l *Log) open(ctx context.Context) error {
 	o := l.opts
-	rec, hasRec, err := shipper.ReadBucketRecord(l.dir)
+	hasRec, err := shipper.CheckOpen(l.dir, l.bucket != nil, o.BucketURL, !o.ReadOnly && !o.NoBackground)
 	if err != nil {
 		return err
-	}
-	if hasRec && l.bucket != nil {
-		if err := shipper.CheckBucketRecord(l.dir, rec, bucketURLForRecord(o)); err != nil {
-			return err
-		}
-	}
-	if hasRec && l.bucket == nil && !o.ReadOnly && !o.NoBackground {
-		return usagef("shard directory %s ships to %s: open it with that bucket", l.dir, rec.URL)
 	}
 	l.openRep = OpenReport{Shard: o.ShardIndex, Dir: l.dir}
 
 	// An empty disk with a bucket is hydrated from the bucket first, so the
 	// store opens over what the bucket holds.
 	if l.bucket != nil && !o.ReadOnly {
-		empty, err := dirIsEmptyStore(l.dir)
+		rep, hydrated, err := coldload.HydrateEmpty(ctx, l.bucket, uint32(o.ShardIndex), l.dir, coldload.Options{AllowEmpty: true, Store: localseg.Options{FS: o.FS, SegmentMaxBytes: o.SegmentMaxBytes}})
 		if err != nil {
-			return err
+			return fmt.Errorf("hydrate shard %d from the bucket: %w", o.ShardIndex, err)
 		}
-		if empty {
-			rep, err := coldload.Hydrate(ctx, l.bucket, uint32(o.ShardIndex), l.dir, coldload.Options{AllowEmpty: true, Store: localseg.Options{FS: o.FS, SegmentMaxBytes: o.SegmentMaxBytes}})
-			if err != nil {
-				return fmt.Errorf("hydrate shard %d from the bucket: %w", o.ShardIndex, err)
-			}
-			l.openRep.Hydrated = rep.Objects > 0
-			l.openRep.Hydrate = &rep
+		if hydrated {
+			l.openRep.Hydrated, l.openRep.Hydrate = rep.Objects > 0, &rep
 			l.m.TailRecoveredRecords.Add(float64(rep.TailRecords))
 			l.m.TailObjectsSuperseded.Add(float64(rep.TailSuperseded))
 		}
@@ -205,7 +192,7 @@ func (l *Log) open(ctx context.Context) error {
 	l.openRep.BucketTip, l.openRep.ShippedThrough = found.BucketTip, found.ShippedThrough
 	l.openRep.DurableSegments, l.openRep.Watermark = found.DurableSegments, found.Watermark
 	if !hasRec {
-		if err := shipper.WriteBucketRecord(o.FS, l.dir, shipper.BucketRecord{URL: blobtier.Redact(bucketURLForRecord(o))}); err != nil {
+		if err := shipper.RecordBucket(o.FS, l.dir, o.BucketURL); err != nil {
 			l.m.Forget()
 			l.closeStore()
 			return err
@@ -238,13 +225,6 @@ func (l *Log) shipperOptions(seals shipper.SealSignal) shipper.Options {
 		Metrics:            l.m,
 		NoteErr:            l.noteErr,
 	}
-}
-
-func bucketURLForRecord(o Options) string {
-	if o.BucketURL != "" {
-		return o.BucketURL
-	}
-	return shipper.InjectedBucketURL
 }
 
 func (l *Log) closeStore() {
@@ -350,49 +330,8 @@ func (l *Log) noteErr(err error) {
 
 // bucketColdReader serves a non-owner read from the bucket, read-only.
 func (l *Log) bucketColdReader(ctx context.Context, shard int) (affinity.Reader, error) {
-	st, cleanup, err := coldload.ReadOnly(ctx, l.bucket, uint32(shard), "")
-	if err != nil {
-		return nil, fmt.Errorf("cold load shard %d from the bucket: %w", shard, err)
-	}
-	return &coldStore{Store: st, cleanup: cleanup}, nil
-}
-
-type coldStore struct {
-	*localseg.Store
-	cleanup func()
-}
-
-func (c *coldStore) Close() error { c.cleanup(); return nil }
-
-// dirIsEmptyStore reports whether dir holds no store yet: no segment file,
-// no reclaim manifest, no checkpoint and no segment index file. A store
-// that lost its segment files still holds its checkpoint (written once the
-// first segment is durable): it is opened, and refused by the store as a
-// lost state (issue 12, finding 9), not taken for an empty directory.
-func dirIsEmptyStore(dir string) (bool, error) {
-	is, err := localseg.IsStore(dir)
-	return !is && err == nil, err
+	return coldload.OpenCold(ctx, l.bucket, uint32(shard))
 }
 
 // ShipsToBucket reports whether the shard directory records a bucket.
-func ShipsToBucket(dir string) (string, bool) {
-	r, ok, _ := shipper.ReadBucketRecord(dir)
-	return r.URL, ok
-}
-
-// openBucketFor is the one way Open, Restore and Verify take a bucket: an
-// injected Bucket (the caller keeps it) wins over a URL, which is opened
-// here and closed by the returned func.
-func openBucketFor(ctx context.Context, url string, b blobtier.Bucket) (blobtier.Bucket, func(), error) {
-	if b != nil {
-		return b, func() {}, nil
-	}
-	if url == "" {
-		return nil, nil, usagef("a bucket URL is required")
-	}
-	bk, err := blobtier.Open(ctx, url, blobtier.Options{})
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", ErrUsage, err)
-	}
-	return bk, func() { bk.Close() }, nil
-}
+func ShipsToBucket(dir string) (string, bool) { return shipper.ShipsTo(dir) }

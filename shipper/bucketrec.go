@@ -6,6 +6,7 @@
 package shipper
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"path"
@@ -106,4 +107,63 @@ func ReadBucketRecord(dir string) (BucketRecord, bool, error) {
 // WriteBucketRecord writes r as dir's record, durably (localseg.WriteBucketRecord).
 func WriteBucketRecord(fsys localseg.FS, dir string, r BucketRecord) error {
 	return localseg.WriteBucketRecord(fsys, dir, r.URL)
+}
+
+// CheckOpen reads dir's record and refuses, before anything changes, an
+// open it forbids: with a bucket (url, "" for an injected one), a record
+// of another bucket (CheckBucketRecord); without one, an open that would
+// write to a store that ships (background set: a writable open that runs
+// the background work), which must be opened with its bucket. recorded
+// says whether dir holds a record.
+func CheckOpen(dir string, withBucket bool, url string, background bool) (recorded bool, err error) {
+	rec, recorded, err := ReadBucketRecord(dir)
+	switch {
+	case err != nil:
+		return false, err
+	case recorded && withBucket:
+		return true, CheckBucketRecord(dir, rec, recordURL(url))
+	case recorded && background:
+		return true, usagef("shard directory %s ships to %s: open it with that bucket", dir, rec.URL)
+	}
+	return recorded, nil
+}
+
+// RecordBucket writes dir's record of the bucket it now ships to: url
+// redacted, or InjectedBucketURL for an injected bucket (url ""). A nil
+// fsys is the operating system's.
+func RecordBucket(fsys localseg.FS, dir, url string) error {
+	if fsys == nil {
+		fsys = localseg.OSFS{}
+	}
+	return WriteBucketRecord(fsys, dir, BucketRecord{URL: blobtier.Redact(recordURL(url))})
+}
+
+func recordURL(url string) string {
+	if url != "" {
+		return url
+	}
+	return InjectedBucketURL
+}
+
+// ShipsTo reports whether the shard directory records a bucket, and which.
+func ShipsTo(dir string) (string, bool) {
+	r, ok, _ := ReadBucketRecord(dir)
+	return r.URL, ok
+}
+
+// OpenBucket is the one way a bucket is taken, given as a value or as a
+// URL: an injected bucket (the caller keeps it) wins over a URL, which is
+// opened here and closed by the returned func.
+func OpenBucket(ctx context.Context, url string, b blobtier.Bucket) (blobtier.Bucket, func(), error) {
+	if b != nil {
+		return b, func() {}, nil
+	}
+	if url == "" {
+		return nil, nil, usagef("a bucket URL is required")
+	}
+	bk, err := blobtier.Open(ctx, url, blobtier.Options{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	return bk, func() { bk.Close() }, nil
 }

@@ -141,7 +141,7 @@ func (w *world) hasBucketRecord() bool {
 func (w *world) emptyStore() bool {
 	prefix := path.Clean("/"+filepath.Join(w.dir(), shard0)) + "/"
 	for name := range w.disk.Files() {
-		// As the engine's dirIsEmptyStore: a checkpoint left by a store
+		// As coldload.IsEmptyStore: a checkpoint left by a store
 		// that lost its segments is no empty directory (finding 9).
 		if rest, ok := strings.CutPrefix(name, prefix); ok && (strings.HasPrefix(rest, "seg-") || rest == "reclaim.json" || rest == "checkpoint.json" || strings.HasSuffix(rest, ".idx")) {
 			return false
@@ -205,7 +205,7 @@ func (w *world) hydrateReal(ctx context.Context) error {
 
 // mirror reproduces on the real disk the file names of the MemFS shard
 // directory and bucket.json: Open and Restore read those through the os
-// package, not Options.FS (dirIsEmptyStore, readBucketRecord), so the real
+// package, not Options.FS (coldload.IsEmptyStore, localseg.ReadBucketRecord), so the real
 // directory must tell them what the injected one holds.
 func (w *world) mirror(m *faultfs.MemFS, dir string) error {
 	real := filepath.Join(dir, shard0)
