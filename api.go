@@ -18,11 +18,17 @@ import (
 func (l *Log) Append(ctx context.Context, ev Event) (AppendResult, error) {
 	start := time.Now()
 	res, err := l.appendOne(ctx, ev)
+	l.countAppend(start, err)
+	return res, err
+}
+
+// countAppend counts an append and, once it is durable locally, its
+// latency.
+func (l *Log) countAppend(start time.Time, err error) {
 	l.m.Op(metrics.OpAppend, outcome(err))
 	if err == nil || errors.Is(err, ErrNotInBucket) {
 		l.m.AppendSeconds.Observe(time.Since(start).Seconds())
 	}
-	return res, err
 }
 
 func (l *Log) appendOne(ctx context.Context, ev Event) (AppendResult, error) {
@@ -40,13 +46,20 @@ func (l *Log) appendOne(ctx context.Context, ev Event) (AppendResult, error) {
 	if err != nil {
 		return res, err
 	}
-	if l.ship != nil {
-		l.ship.NoteAppended()
-		if l.opts.SyncToBucket {
-			return res, l.ship.WaitShipped(ctx, res.Seq)
-		}
+	return res, l.appended(ctx, res.Seq, true)
+}
+
+// appended tells the shipper of appends through seq and, with sync in
+// synchronous mode, waits until the bucket holds them.
+func (l *Log) appended(ctx context.Context, seq uint64, sync bool) error {
+	if l.ship == nil {
+		return nil
 	}
-	return res, nil
+	l.ship.NoteAppended()
+	if sync && l.opts.SyncToBucket {
+		return l.ship.WaitShipped(ctx, seq)
+	}
+	return nil
 }
 
 // BatchResult is the outcome of AppendBatch.
@@ -66,10 +79,7 @@ type BatchResult struct {
 func (l *Log) AppendBatch(ctx context.Context, evs []Event) (BatchResult, error) {
 	start := time.Now()
 	res, err := l.appendBatch(ctx, evs)
-	l.m.Op(metrics.OpAppend, outcome(err))
-	if err == nil || errors.Is(err, ErrNotInBucket) {
-		l.m.AppendSeconds.Observe(time.Since(start).Seconds())
-	}
+	l.countAppend(start, err)
 	return res, err
 }
 
@@ -94,21 +104,13 @@ func (l *Log) appendBatch(ctx context.Context, evs []Event) (BatchResult, error)
 		if first > 0 && last >= first {
 			// A durable prefix (localseg.Store.AppendBatch): reported, so
 			// it is not taken for failed and sent again.
-			if l.ship != nil {
-				l.ship.NoteAppended()
-			}
+			_ = l.appended(ctx, last, false)
 			return BatchResult{Appended: int(last - first + 1), FirstSequence: first, LastSequence: last}, err
 		}
 		return BatchResult{}, err
 	}
 	res := BatchResult{Appended: len(evs), FirstSequence: first, LastSequence: last}
-	if l.ship != nil {
-		l.ship.NoteAppended()
-		if l.opts.SyncToBucket {
-			return res, l.ship.WaitShipped(ctx, last)
-		}
-	}
-	return res, nil
+	return res, l.appended(ctx, last, true)
 }
 
 // routeEvent decides ownership once, before any store is touched: an
@@ -218,32 +220,32 @@ func (l *Log) pullRefused(consumer string) error {
 }
 
 // Ack moves consumer's cursor forward to seq.
-func (l *Log) Ack(ctx context.Context, consumer string, seq uint64) (uint64, error) {
-	if err := l.writableCtx(ctx); err != nil {
-		return 0, err
-	}
-	if err := l.stoppedWriting(); err != nil {
-		l.m.Op(metrics.OpAck, outcome(err))
-		return 0, err
-	}
-	acked, err := l.store.Ack(consumer, seq)
-	l.noteErr(err)
-	l.m.Op(metrics.OpAck, outcome(err))
+func (l *Log) Ack(ctx context.Context, consumer string, seq uint64) (acked uint64, err error) {
+	err = l.write(ctx, metrics.OpAck, func() (err error) {
+		acked, err = l.store.Ack(consumer, seq)
+		return err
+	})
 	return acked, err
 }
 
 // DeleteConsumer removes a consumer, so it no longer holds GC back.
 func (l *Log) DeleteConsumer(ctx context.Context, consumer string) error {
+	return l.write(ctx, metrics.OpConsumerDelete, func() error { return l.store.DeleteConsumer(consumer) })
+}
+
+// write runs one write of kind op on the store: refused uncounted on a
+// closed or read-only log or a cancelled ctx, refused and counted after a
+// second writer; its error is noted (a poisoned store) and counted.
+func (l *Log) write(ctx context.Context, op metrics.Op, f func() error) error {
 	if err := l.writableCtx(ctx); err != nil {
 		return err
 	}
-	if err := l.stoppedWriting(); err != nil {
-		l.m.Op(metrics.OpConsumerDelete, outcome(err))
-		return err
+	err := l.stoppedWriting()
+	if err == nil {
+		err = f()
+		l.noteErr(err)
 	}
-	err := l.store.DeleteConsumer(consumer)
-	l.noteErr(err)
-	l.m.Op(metrics.OpConsumerDelete, outcome(err))
+	l.m.Op(op, outcome(err))
 	return err
 }
 

@@ -130,7 +130,7 @@ func (l *Log) open(ctx context.Context) error {
 		storeOpts.SealMaxAge = o.SealMaxAge
 	}
 	seals := shipper.NewSealSignal()
-	storeOpts.Observer = storeObserver{fsync: l.m.FsyncSeconds, sealed: seals.Sealed}
+	storeOpts.Observer = seals.Observer(l.m.FsyncSeconds)
 	if o.ReadOnly {
 		st, err := localseg.Open(l.dir, storeOpts)
 		if err != nil {
@@ -157,14 +157,7 @@ func (l *Log) open(ctx context.Context) error {
 		}
 	}
 	l.openRep.Store = l.store.OpenReport()
-	store := l.store
-	l.m.WatchLag(func() (uint64, map[string]uint64) {
-		snap, err := store.Snapshot()
-		if err != nil {
-			return 0, nil
-		}
-		return snap.Tip, snap.Consumers
-	})
+	l.m.WatchStore(l.store)
 	if rep := l.openRep.Store; rep.TornTailBytes > 0 {
 		l.log.Warn("torn tail repaired", "segment", rep.TornTailSegment, "bytes_dropped", rep.TornTailBytes)
 	}
@@ -174,14 +167,13 @@ func (l *Log) open(ctx context.Context) error {
 	}
 	if l.bucket == nil {
 		l.local = shipper.NewLocal(l.store, l.shipperOptions(nil))
-		if !o.NoBackground {
-			bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
-			l.cancel = cancel
-			l.local.Start(bg, &l.wg)
-		}
+		l.background(ctx, l.local.Start)
 		return nil
 	}
 	s, err := shipper.New(ctx, l.store, l.bucket, l.shipperOptions(seals))
+	if err == nil && !hasRec {
+		err = shipper.RecordBucket(o.FS, l.dir, o.BucketURL)
+	}
 	if err != nil {
 		l.m.Forget()
 		l.closeStore()
@@ -191,19 +183,19 @@ func (l *Log) open(ctx context.Context) error {
 	found := s.Reconciled()
 	l.openRep.BucketTip, l.openRep.ShippedThrough = found.BucketTip, found.ShippedThrough
 	l.openRep.DurableSegments, l.openRep.Watermark = found.DurableSegments, found.Watermark
-	if !hasRec {
-		if err := shipper.RecordBucket(o.FS, l.dir, o.BucketURL); err != nil {
-			l.m.Forget()
-			l.closeStore()
-			return err
-		}
-	}
-	if !o.NoBackground {
-		bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		l.cancel = cancel
-		s.Start(bg, &l.wg)
-	}
+	l.background(ctx, s.Start)
 	return nil
+}
+
+// background starts the shard's background work (unless NoBackground) on
+// a context that outlives Open's and ends at Close.
+func (l *Log) background(ctx context.Context, start func(context.Context, *sync.WaitGroup)) {
+	if l.opts.NoBackground {
+		return
+	}
+	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	l.cancel = cancel
+	start(bg, &l.wg)
 }
 
 // shipperOptions is what the shipper takes from the options.
