@@ -138,20 +138,13 @@ func (l *Log) open(ctx context.Context) error {
 		}
 		l.store = st
 	} else {
-		// The store records the pair it is written with and refuses
-		// another (localseg shard.json): a configuration error.
-		storeOpts.Shard = localseg.ShardPair{Index: l.own.Index, Count: l.own.Count}
-		st, err := localseg.Open(l.dir, storeOpts)
-		if errors.Is(err, localseg.ErrShardMismatch) {
-			return fmt.Errorf("open owned %s: %w: %w", l.own, affinity.ErrConfig, err)
-		}
+		st, err := l.own.OpenStore(l.dir, storeOpts)
 		if err != nil {
-			return fmt.Errorf("open owned %s: %w", l.own, err)
+			return err
 		}
 		l.store = st
 		l.cold = l.bucketColdReader
 		if l.bucket == nil {
-			storeOpts.Shard = localseg.ShardPair{}
 			local := affinity.LocalColdReader(o.Dir, storeOpts)
 			l.cold = func(_ context.Context, shard int) (affinity.Reader, error) { return local(shard) }
 		}
