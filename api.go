@@ -171,14 +171,7 @@ func (l *Log) ScanShard(ctx context.Context, shard int, after uint64, limit int)
 // coldRead serves one read of a shard this one does not own from a
 // read-only view of it, opened and closed for the read.
 func (l *Log) coldRead(ctx context.Context, shard int, op func(affinity.Reader) (Page, error)) (ReadResult, error) {
-	r, err := l.cold(ctx, shard)
-	if err != nil {
-		return ReadResult{}, err
-	}
-	p, err := op(r)
-	if cerr := r.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("close cold load of shard %d: %w", shard, cerr)
-	}
+	p, err := l.cold.Read(ctx, shard, op)
 	if err != nil {
 		return ReadResult{}, err
 	}

@@ -26,24 +26,15 @@
 // its write-once keys) stops shipping and refuses every write — appends,
 // acks, consumer deletes and a pull that would create a consumer — with
 // ErrSecondWriter (class storage, HTTP 503) until it is reopened; reads,
-// and pulls of existing consumers, are still served. An object that carries
-// our own metadata but not its bytes (our damaged upload, left over when its
-// delete failed) is no second writer: it is deleted and uploaded again.
+// and pulls of existing consumers, are still served (what counts as a second
+// writer: package shipper's doc.go).
 //
 // Close ships one last time (bounded by ShutdownShipTimeout), then releases
 // every synchronous append still waiting: each returns at once with
 // ErrNotInBucket unless that shipment put its event in the bucket.
 //
-// Public types: the root owns every type a user needs (Event, Record, Page,
-// AppendResult, PullResult, ReadResult, BatchResult, the reports, Bucket,
-// FS, Ownership) — ReadResult and BatchResult defined here, the others as
-// type aliases of the package that defines them (types.go), so a program
-// imports only this package and its values pass to the lower packages
-// without conversion.
-//
-// Errors: one taxonomy (errors.go). Class(err) is c exactly when
-// errors.Is(err, the sentinel of c) holds, for errors of every package;
-// storage is the class of whatever matches no sentinel.
+// Public types: the root owns every type a user needs (types.go), so a
+// program imports only this package. Errors: one taxonomy (errors.go).
 //
 // Contexts: every method that can reach the disk or the bucket takes a
 // context. A cancelled context refuses the operation before it starts; a

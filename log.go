@@ -27,7 +27,7 @@ type Log struct {
 	log   *slog.Logger
 	m     *metrics.Shard
 	store *localseg.Store
-	cold  func(ctx context.Context, shard int) (affinity.Reader, error) // reads of other shards
+	cold  affinity.ColdOpener // reads of other shards
 
 	bucket blobtier.Bucket  // observed; nil without a bucket
 	closeB func()           // closes a bucket opened from BucketURL
@@ -69,32 +69,19 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := l.openBucket(ctx); err != nil {
-		return nil, err
+	l.closeB = func() {}
+	if o.hasBucket() {
+		b, closeB, err := shipper.OpenBucket(ctx, o.BucketURL, o.Bucket)
+		if err != nil {
+			return nil, err
+		}
+		l.bucket, l.closeB = blobtier.Observe(b, l.m.BucketObserver()), closeB
 	}
 	if err := l.open(ctx); err != nil {
-		l.closeBucket()
+		l.closeB()
 		return nil, err
 	}
 	return l, nil
-}
-
-func (l *Log) openBucket(ctx context.Context) error {
-	if !l.opts.hasBucket() {
-		return nil
-	}
-	b, closeB, err := shipper.OpenBucket(ctx, l.opts.BucketURL, l.opts.Bucket)
-	if err != nil {
-		return err
-	}
-	l.bucket, l.closeB = blobtier.Observe(b, l.m.BucketObserver()), closeB
-	return nil
-}
-
-func (l *Log) closeBucket() {
-	if l.closeB != nil {
-		l.closeB()
-	}
 }
 
 func (l *Log) open(ctx context.Context) error {
@@ -143,10 +130,16 @@ func (l *Log) open(ctx context.Context) error {
 			return err
 		}
 		l.store = st
-		l.cold = l.bucketColdReader
-		if l.bucket == nil {
-			local := affinity.LocalColdReader(o.Dir, storeOpts)
-			l.cold = func(_ context.Context, shard int) (affinity.Reader, error) { return local(shard) }
+		local := affinity.LocalColdReader(o.Dir, storeOpts)
+		l.cold = func(ctx context.Context, shard int) (affinity.Reader, error) {
+			if l.bucket == nil {
+				return local(shard)
+			}
+			c, err := coldload.OpenCold(ctx, l.bucket, uint32(shard))
+			if err != nil {
+				return nil, err // not a typed nil *coldload.Cold
+			}
+			return c, nil
 		}
 	}
 	l.openRep.Store = l.store.OpenReport()
@@ -241,7 +234,7 @@ func (l *Log) Close() error {
 	if l.store != nil {
 		errs = append(errs, l.store.Close())
 	}
-	l.closeBucket()
+	l.closeB()
 	return errors.Join(errs...)
 }
 
@@ -311,11 +304,6 @@ func (l *Log) noteErr(err error) {
 	if err != nil && errors.Is(err, localseg.ErrPoisoned) {
 		l.poisoned.Store(true)
 	}
-}
-
-// bucketColdReader serves a non-owner read from the bucket, read-only.
-func (l *Log) bucketColdReader(ctx context.Context, shard int) (affinity.Reader, error) {
-	return coldload.OpenCold(ctx, l.bucket, uint32(shard))
 }
 
 // ShipsToBucket reports whether the shard directory records a bucket.

@@ -26,6 +26,12 @@
 // would re-point on every restart). An injected Options.Bucket without a
 // BucketURL has no known identity and matches any record.
 //
+// A different object under one of the shard's write-once keys is a second
+// writer (ErrSecondWriter: shipping, GC and cleanup stop). An object that
+// carries our own metadata but not its bytes (our damaged upload, left over
+// when its delete failed) is no second writer: it is deleted and uploaded
+// again.
+//
 // Crash assumptions are the root package's (the disk honours fdatasync and
 // a directory fsync; the bucket is strongly consistent and honours
 // create-if-absent and compare-and-swap). A *Shipper is safe for concurrent
