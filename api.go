@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/bucketlog/bucketlog/affinity"
@@ -38,7 +37,7 @@ func (l *Log) appendOne(ctx context.Context, ev Event) (AppendResult, error) {
 	if err := l.stoppedWriting(); err != nil {
 		return AppendResult{}, err
 	}
-	if err := l.routeEvent(ev); err != nil {
+	if err := l.own.Route(ev); err != nil {
 		return AppendResult{}, err
 	}
 	res, err := l.store.Append(ev)
@@ -94,7 +93,7 @@ func (l *Log) appendBatch(ctx context.Context, evs []Event) (BatchResult, error)
 		return BatchResult{}, err
 	}
 	for i, ev := range evs {
-		if err := l.routeEvent(ev); err != nil {
+		if err := l.own.Route(ev); err != nil {
 			return BatchResult{}, fmt.Errorf("batch event %d: %w", i, err)
 		}
 	}
@@ -111,20 +110,6 @@ func (l *Log) appendBatch(ctx context.Context, evs []Event) (BatchResult, error)
 	}
 	res := BatchResult{Appended: len(evs), FirstSequence: first, LastSequence: last}
 	return res, l.appended(ctx, last, true)
-}
-
-// routeEvent decides ownership once, before any store is touched: an
-// invalid event is invalid on every shard, and an event of another shard's
-// execution is refused with an *affinity.NotOwnerError naming the owner
-// (no byte written, no sequence consumed, so re-routing it is safe).
-func (l *Log) routeEvent(ev Event) error {
-	if _, err := localseg.ValidateEvent(ev, 0); err != nil {
-		return err
-	}
-	if owner := l.own.OwnerOf(ev.ExecutionID); owner != l.own.Index {
-		return &affinity.NotOwnerError{Owner: owner, Shard: l.own.Index, ExecutionID: strings.TrimSpace(ev.ExecutionID)}
-	}
-	return nil
 }
 
 // Scan pages through the owned shard's log after a sequence.
@@ -193,22 +178,16 @@ func (l *Log) Pull(ctx context.Context, consumer string, limit int) (PullResult,
 	return res, err
 }
 
-// pullRefused is why a pull is refused after a second writer: a pull of
-// an existing consumer writes nothing and is still served; one that would
-// create the consumer is refused.
+// pullRefused is why a pull is refused after a second writer
+// (shipper.RefusesPull), counted.
 func (l *Log) pullRefused(consumer string) error {
-	err := l.stoppedWriting()
-	if err == nil {
+	if l.ship == nil {
 		return nil
 	}
-	snap, serr := l.store.Snapshot()
-	if serr != nil {
-		return serr
+	err := l.ship.RefusesPull(consumer)
+	if err != nil {
+		l.m.Op(metrics.OpPull, outcome(err))
 	}
-	if _, ok := snap.Consumers[consumer]; ok {
-		return nil
-	}
-	l.m.Op(metrics.OpPull, outcome(err))
 	return err
 }
 

@@ -112,9 +112,7 @@ func (l *Log) open(ctx context.Context) error {
 		FS:              o.FS,
 		Now:             o.Now,
 		Logger:          l.log,
-	}
-	if o.SealMaxAge > 0 {
-		storeOpts.SealMaxAge = o.SealMaxAge
+		SealMaxAge:      max(o.SealMaxAge, 0), // negative: never by age
 	}
 	seals := shipper.NewSealSignal()
 	storeOpts.Observer = seals.Observer(l.m.FsyncSeconds)
@@ -224,12 +222,7 @@ func (l *Log) Close() error {
 	l.m.Forget()
 	var errs []error
 	if l.ship != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), l.opts.ShutdownShipTimeout)
-		if err := l.ship.Final(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("last shipment: %w", err))
-		}
-		cancel()
-		l.ship.StopWaiters()
+		errs = append(errs, l.ship.Close(l.opts.ShutdownShipTimeout))
 	}
 	if l.store != nil {
 		errs = append(errs, l.store.Close())
