@@ -3,9 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/bucketlog/bucketlog"
@@ -167,25 +164,21 @@ type restoreSkip struct {
 }
 
 // skipRestore decides --if-not-exists for shard n: ok when the shard's
-// directory already holds a store (a segment file or a reclaim manifest,
-// as restore itself decides), which restore would refuse.
+// directory already holds a store, which restore would refuse.
 func skipRestore(ifNotExists bool, root string, n int) (restoreSkip, bool, error) {
 	if !ifNotExists {
 		return restoreSkip{}, false, nil
 	}
 	dir := localseg.ShardDir(root, n)
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return restoreSkip{}, false, nil
-	}
+	// What restore itself refuses as a store already there (localseg.IsStore),
+	// a store that lost its segment files but kept its checkpoint included.
+	held, err := localseg.IsStore(dir)
 	if err != nil {
 		return restoreSkip{}, false, fmt.Errorf("%w: %s: %v", bucketlog.ErrInvalidState, dir, err)
 	}
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), "seg-") || e.Name() == "reclaim.json" {
-			return restoreSkip{Action: "restore", Shard: n, Dir: dir, Skipped: true,
-				Reason: "the directory already holds a store; nothing done (--if-not-exists)"}, true, nil
-		}
+	if held {
+		return restoreSkip{Action: "restore", Shard: n, Dir: dir, Skipped: true,
+			Reason: "the directory already holds a store; nothing done (--if-not-exists)"}, true, nil
 	}
 	return restoreSkip{}, false, nil
 }
