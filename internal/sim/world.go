@@ -143,7 +143,7 @@ func (w *world) emptyStore() bool {
 	for name := range w.disk.Files() {
 		// As coldload.IsEmptyStore: a checkpoint left by a store
 		// that lost its segments is no empty directory (finding 9).
-		if rest, ok := strings.CutPrefix(name, prefix); ok && (strings.HasPrefix(rest, "seg-") || rest == "reclaim.json" || rest == "checkpoint.json" || strings.HasSuffix(rest, ".idx")) {
+		if rest, ok := strings.CutPrefix(name, prefix); ok && localseg.IsStoreFile(rest) {
 			return false
 		}
 	}
@@ -174,7 +174,7 @@ func (w *world) hydrateReal(ctx context.Context) error {
 		return err
 	}
 	for _, e := range entries {
-		if e.IsDir() || e.Name() == "LOCK" {
+		if e.IsDir() || localseg.IsLockFile(e.Name()) {
 			continue
 		}
 		data, err := os.ReadFile(filepath.Join(src, e.Name()))
@@ -244,13 +244,13 @@ func diskFiles(m *faultfs.MemFS, dir string) map[string]string {
 	for name, data := range m.Files() {
 		if rest, ok := strings.CutPrefix(name, prefix); ok {
 			switch b := path.Base(rest); {
-			case b == "checkpoint.json":
+			case localseg.IsCheckpointFile(b):
 				// A cache the store rewrites at every open; its presence
 				// still counts.
 				data = nil
-			case b == "LOCK", strings.HasSuffix(b, ".idx"), strings.HasSuffix(b, ".tmp"):
+			case localseg.IsLockFile(b), localseg.IsIndexFile(b), localseg.IsTempFile(b):
 				continue // the lock, derived index files, temporaries
-			case strings.HasSuffix(b, ".eslog"):
+			case localseg.IsSegmentFile(b):
 				// Zeros after the last frame are the end of the log (the
 				// segment format): a writable open that re-preallocates
 				// the active segment (a crash clone keeps only its
