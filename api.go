@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/bucketlog/bucketlog/affinity"
@@ -19,11 +18,17 @@ import (
 func (l *Log) Append(ctx context.Context, ev Event) (AppendResult, error) {
 	start := time.Now()
 	res, err := l.appendOne(ctx, ev)
+	l.countAppend(start, err)
+	return res, err
+}
+
+// countAppend counts an append and, once it is durable locally, its
+// latency.
+func (l *Log) countAppend(start time.Time, err error) {
 	l.m.Op(metrics.OpAppend, outcome(err))
 	if err == nil || errors.Is(err, ErrNotInBucket) {
 		l.m.AppendSeconds.Observe(time.Since(start).Seconds())
 	}
-	return res, err
 }
 
 func (l *Log) appendOne(ctx context.Context, ev Event) (AppendResult, error) {
@@ -33,7 +38,7 @@ func (l *Log) appendOne(ctx context.Context, ev Event) (AppendResult, error) {
 	if err := l.ship.Refusing(); err != nil {
 		return AppendResult{}, err
 	}
-	if err := l.routeEvent(ev); err != nil {
+	if err := l.own.Route(ev); err != nil {
 		return AppendResult{}, err
 	}
 	res, err := l.store.Append(ev)
@@ -41,13 +46,20 @@ func (l *Log) appendOne(ctx context.Context, ev Event) (AppendResult, error) {
 	if err != nil {
 		return res, err
 	}
-	if l.ship != nil {
-		l.ship.NoteAppended()
-		if l.opts.SyncToBucket {
-			return res, l.ship.WaitShipped(ctx, res.Seq)
-		}
+	return res, l.appended(ctx, res.Seq, true)
+}
+
+// appended tells the shipper of appends through seq and, with sync in
+// synchronous mode, waits until the bucket holds them.
+func (l *Log) appended(ctx context.Context, seq uint64, sync bool) error {
+	if l.ship == nil {
+		return nil
 	}
-	return res, nil
+	l.ship.NoteAppended()
+	if sync && l.opts.SyncToBucket {
+		return l.ship.WaitShipped(ctx, seq)
+	}
+	return nil
 }
 
 // BatchResult is the outcome of AppendBatch.
@@ -69,10 +81,7 @@ type BatchResult struct {
 func (l *Log) AppendBatch(ctx context.Context, evs []Event) (BatchResult, error) {
 	start := time.Now()
 	res, err := l.appendBatch(ctx, evs)
-	l.m.Op(metrics.OpAppend, outcome(err))
-	if err == nil || errors.Is(err, ErrNotInBucket) {
-		l.m.AppendSeconds.Observe(time.Since(start).Seconds())
-	}
+	l.countAppend(start, err)
 	return res, err
 }
 
@@ -87,7 +96,7 @@ func (l *Log) appendBatch(ctx context.Context, evs []Event) (BatchResult, error)
 		return BatchResult{}, err
 	}
 	for i, ev := range evs {
-		if err := l.routeEvent(ev); err != nil {
+		if err := l.own.Route(ev); err != nil {
 			return BatchResult{}, fmt.Errorf("batch event %d: %w", i, err)
 		}
 	}
@@ -98,35 +107,13 @@ func (l *Log) appendBatch(ctx context.Context, evs []Event) (BatchResult, error)
 		if first > 0 && last >= first {
 			// A durable prefix (localseg.Store.AppendBatch): reported, so
 			// it is not taken for failed and sent again.
-			if l.ship != nil {
-				l.ship.NoteAppended()
-			}
+			_ = l.appended(ctx, last, false)
 			return BatchResult{Appended: int(last - first + 1), FirstSequence: first, LastSequence: last, Duplicates: r.Duplicates}, err
 		}
 		return BatchResult{}, err
 	}
 	res := BatchResult{Appended: len(evs) - len(r.Duplicates), FirstSequence: first, LastSequence: last, Duplicates: r.Duplicates}
-	if l.ship != nil {
-		l.ship.NoteAppended()
-		if l.opts.SyncToBucket {
-			return res, l.ship.WaitShipped(ctx, r.MaxSeq())
-		}
-	}
-	return res, nil
-}
-
-// routeEvent decides ownership once, before any store is touched: an
-// invalid event is invalid on every shard, and an event of another shard's
-// execution is refused with an *affinity.NotOwnerError naming the owner
-// (no byte written, no sequence consumed, so re-routing it is safe).
-func (l *Log) routeEvent(ev Event) error {
-	if _, err := localseg.ValidateEvent(ev, 0); err != nil {
-		return err
-	}
-	if owner := l.own.OwnerOf(ev.ExecutionID); owner != l.own.Index {
-		return &affinity.NotOwnerError{Owner: owner, Shard: l.own.Index, ExecutionID: strings.TrimSpace(ev.ExecutionID)}
-	}
-	return nil
+	return res, l.appended(ctx, r.MaxSeq(), true)
 }
 
 // Scan pages through the owned shard's log after a sequence.
@@ -173,14 +160,7 @@ func (l *Log) ScanShard(ctx context.Context, shard int, after uint64, limit int)
 // coldRead serves one read of a shard this one does not own from a
 // read-only view of it, opened and closed for the read.
 func (l *Log) coldRead(ctx context.Context, shard int, op func(affinity.Reader) (Page, error)) (ReadResult, error) {
-	r, err := l.cold(ctx, shard)
-	if err != nil {
-		return ReadResult{}, err
-	}
-	p, err := op(r)
-	if cerr := r.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("close cold load of shard %d: %w", shard, cerr)
-	}
+	p, err := l.cold.Read(ctx, shard, op)
 	if err != nil {
 		return ReadResult{}, err
 	}
@@ -202,52 +182,46 @@ func (l *Log) Pull(ctx context.Context, consumer string, limit int) (PullResult,
 	return res, err
 }
 
-// pullRefused is why a pull is refused after a second writer: a pull of
-// an existing consumer writes nothing and is still served; one that would
-// create the consumer is refused.
+// pullRefused is why a pull is refused after a second writer
+// (shipper.RefusesPull), counted.
 func (l *Log) pullRefused(consumer string) error {
-	err := l.stoppedWriting()
-	if err == nil {
+	if l.ship == nil {
 		return nil
 	}
-	snap, serr := l.store.Snapshot()
-	if serr != nil {
-		return serr
+	err := l.ship.RefusesPull(consumer)
+	if err != nil {
+		l.m.Op(metrics.OpPull, outcome(err))
 	}
-	if _, ok := snap.Consumers[consumer]; ok {
-		return nil
-	}
-	l.m.Op(metrics.OpPull, outcome(err))
 	return err
 }
 
 // Ack moves consumer's cursor forward to seq.
-func (l *Log) Ack(ctx context.Context, consumer string, seq uint64) (uint64, error) {
-	if err := l.writableCtx(ctx); err != nil {
-		return 0, err
-	}
-	if err := l.stoppedWriting(); err != nil {
-		l.m.Op(metrics.OpAck, outcome(err))
-		return 0, err
-	}
-	acked, err := l.store.Ack(consumer, seq)
-	l.noteErr(err)
-	l.m.Op(metrics.OpAck, outcome(err))
+func (l *Log) Ack(ctx context.Context, consumer string, seq uint64) (acked uint64, err error) {
+	err = l.write(ctx, metrics.OpAck, func() (err error) {
+		acked, err = l.store.Ack(consumer, seq)
+		return err
+	})
 	return acked, err
 }
 
 // DeleteConsumer removes a consumer, so it no longer holds GC back.
 func (l *Log) DeleteConsumer(ctx context.Context, consumer string) error {
+	return l.write(ctx, metrics.OpConsumerDelete, func() error { return l.store.DeleteConsumer(consumer) })
+}
+
+// write runs one write of kind op on the store: refused uncounted on a
+// closed or read-only log or a cancelled ctx, refused and counted after a
+// second writer; its error is noted (a poisoned store) and counted.
+func (l *Log) write(ctx context.Context, op metrics.Op, f func() error) error {
 	if err := l.writableCtx(ctx); err != nil {
 		return err
 	}
-	if err := l.stoppedWriting(); err != nil {
-		l.m.Op(metrics.OpConsumerDelete, outcome(err))
-		return err
+	err := l.stoppedWriting()
+	if err == nil {
+		err = f()
+		l.noteErr(err)
 	}
-	err := l.store.DeleteConsumer(consumer)
-	l.noteErr(err)
-	l.m.Op(metrics.OpConsumerDelete, outcome(err))
+	l.m.Op(op, outcome(err))
 	return err
 }
 
@@ -292,4 +266,67 @@ func (l *Log) ShippedThrough() uint64 {
 		return 0
 	}
 	return l.ship.ShippedThrough()
+}
+
+// Pages bounded by bytes, for answers that must not grow with the count a
+// caller asks for (serve's HTTP pages). Each is its count-only namesake
+// with a byte budget: the page stops before its records' frames pass
+// maxBytes, but always holds the first record in scope, however large;
+// cut reports that records within limit were left out (continue after the
+// last record returned). maxBytes <= 0 is no budget. Scan, ReadExecution
+// and Pull are their namesakes without a budget (Pull keeps its own page).
+
+// ScanBytes is Scan with a byte budget.
+func (l *Log) ScanBytes(ctx context.Context, after uint64, limit int, maxBytes int64) (p Page, cut bool, err error) {
+	if err := l.checkCtx(ctx); err != nil {
+		return Page{}, false, err
+	}
+	p, cut, err = l.store.ScanBytes(after, limit, maxBytes)
+	l.m.Op(metrics.OpScan, outcome(err))
+	return p, cut, err
+}
+
+// ReadExecutionBytes is ReadExecution with a byte budget for an execution
+// this shard owns; another shard's execution is a cold load, whole (never
+// cut).
+func (l *Log) ReadExecutionBytes(ctx context.Context, executionID string, after uint64, limit int, maxBytes int64) (res ReadResult, cut bool, err error) {
+	if err := l.checkCtx(ctx); err != nil {
+		return ReadResult{}, false, err
+	}
+	if shard := l.own.OwnerOf(executionID); shard != l.own.Index && !l.opts.ReadOnly {
+		if _, err = localseg.ValidateName("execution id", executionID); err == nil {
+			res, err = l.coldRead(ctx, shard, func(r affinity.Reader) (Page, error) { return r.ReadExecution(executionID, after, limit) })
+		}
+		l.m.Op(metrics.OpRead, outcome(err))
+		return res, false, err
+	}
+	p, cut, err := l.store.ReadExecutionBytes(executionID, after, limit, maxBytes)
+	l.m.Op(metrics.OpRead, outcome(err))
+	if err != nil {
+		return ReadResult{}, false, err
+	}
+	return ReadResult{Page: p, Shard: l.own.Index, ServedBy: ServedByOwnerResident}, cut, nil
+}
+
+// PullBytes is Pull with a byte budget: the consumer is created (or found)
+// as by Pull, and its records are those after its cursor.
+func (l *Log) PullBytes(ctx context.Context, consumer string, limit int, maxBytes int64) (res PullResult, cut bool, err error) {
+	if err := l.writableCtx(ctx); err != nil {
+		return PullResult{}, false, err
+	}
+	if err := l.pullRefused(consumer); err != nil {
+		return PullResult{}, false, err
+	}
+	res, err = l.store.Pull(consumer, 0)
+	if err == nil && res.Exists && limit > 0 {
+		var p Page
+		p, cut, err = l.store.ScanBytes(res.Acked, limit, maxBytes)
+		res.Records = p.Records
+	}
+	l.noteErr(err)
+	l.m.Op(metrics.OpPull, outcome(err))
+	if err != nil {
+		return PullResult{}, false, err
+	}
+	return res, cut, nil
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/bucketlog/bucketlog/affinity"
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/coldload"
-	"github.com/bucketlog/bucketlog/internal/bucketrec"
 	"github.com/bucketlog/bucketlog/localseg"
 	"github.com/bucketlog/bucketlog/metrics"
 	"github.com/bucketlog/bucketlog/reclaim"
@@ -28,7 +27,7 @@ type Log struct {
 	log   *slog.Logger
 	m     *metrics.Shard
 	store *localseg.Store
-	cold  func(ctx context.Context, shard int) (affinity.Reader, error) // reads of other shards
+	cold  affinity.ColdOpener // reads of other shards
 
 	bucket blobtier.Bucket  // observed; nil without a bucket
 	closeB func()           // closes a bucket opened from BucketURL
@@ -70,11 +69,16 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := l.openBucket(ctx); err != nil {
-		return nil, err
+	l.closeB = func() {}
+	if o.hasBucket() {
+		b, closeB, err := shipper.OpenBucket(ctx, o.BucketURL, o.Bucket)
+		if err != nil {
+			return nil, err
+		}
+		l.bucket, l.closeB = blobtier.ObserveTimed(b, l.m.BucketObserver()), closeB
 	}
 	if err := l.open(ctx); err != nil {
-		l.closeBucket()
+		l.closeB()
 		return nil, err
 	}
 	l.m.WatchPositions(func() (metrics.Positions, bool) {
@@ -84,58 +88,28 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 	return l, nil
 }
 
-func (l *Log) openBucket(ctx context.Context) error {
-	if !l.opts.hasBucket() {
-		return nil
-	}
-	b, closeB, err := openBucketFor(ctx, l.opts.BucketURL, l.opts.Bucket)
-	if err != nil {
-		return err
-	}
-	l.bucket, l.closeB = blobtier.ObserveTimed(b, l.m.BucketObserver()), closeB
-	return nil
-}
-
-func (l *Log) closeBucket() {
-	if l.closeB != nil {
-		l.closeB()
-	}
-}
-
 func (l *Log) open(ctx context.Context) error {
 	o := l.opts
-	rec, hasRec, err := bucketrec.Read(l.dir)
+	hasRec, err := shipper.CheckOpen(l.dir, l.bucket != nil, o.BucketURL, !o.ReadOnly && !o.NoBackground)
 	if err != nil {
 		return err
-	}
-	if hasRec && l.bucket != nil {
-		if err := bucketrec.Check(l.dir, rec, bucketURLForRecord(o)); err != nil {
-			return err
-		}
-	}
-	if hasRec && l.bucket == nil && !o.ReadOnly && !o.NoBackground {
-		return usagef("shard directory %s ships to %s: open it with that bucket", l.dir, rec.URL)
 	}
 	l.openRep = OpenReport{Shard: o.ShardIndex, Dir: l.dir}
 
 	// An empty disk with a bucket is hydrated from the bucket first, so the
 	// store opens over what the bucket holds.
 	if l.bucket != nil && !o.ReadOnly {
-		empty, err := dirIsEmptyStore(l.dir)
-		if err != nil {
+		var rep coldload.Report
+		var hydrated bool
+		err := shipper.RetryStartup(ctx, o.StartupTimeout, l.log, "hydrating from the bucket", func() (err error) {
+			rep, hydrated, err = coldload.HydrateEmpty(ctx, l.bucket, uint32(o.ShardIndex), l.dir, coldload.Options{AllowEmpty: true, Store: localseg.Options{FS: o.FS, SegmentMaxBytes: o.SegmentMaxBytes}})
 			return err
+		}, coldload.Transient)
+		if err != nil {
+			return fmt.Errorf("hydrate shard %d from the bucket: %w", o.ShardIndex, err)
 		}
-		if empty {
-			var rep coldload.Report
-			err := shipper.RetryStartup(ctx, o.StartupTimeout, l.log, "hydrating from the bucket", func() (err error) {
-				rep, err = coldload.Hydrate(ctx, l.bucket, uint32(o.ShardIndex), l.dir, coldload.Options{AllowEmpty: true, Store: localseg.Options{FS: o.FS, SegmentMaxBytes: o.SegmentMaxBytes}})
-				return err
-			}, coldload.Transient)
-			if err != nil {
-				return fmt.Errorf("hydrate shard %d from the bucket: %w", o.ShardIndex, err)
-			}
-			l.openRep.Hydrated = rep.Objects > 0
-			l.openRep.Hydrate = &rep
+		if hydrated {
+			l.openRep.Hydrated, l.openRep.Hydrate = rep.Objects > 0, &rep
 			l.m.ColdLoad(rep.TailRecords, rep.TailSuperseded, rep.ZombieObjects)
 		}
 	}
@@ -146,13 +120,11 @@ func (l *Log) open(ctx context.Context) error {
 		FS:              o.FS,
 		Now:             o.Now,
 		Logger:          l.log,
-	}
-	if o.SealMaxAge > 0 {
-		storeOpts.SealMaxAge = o.SealMaxAge
+		SealMaxAge:      max(o.SealMaxAge, 0), // negative: never by age
 	}
 	storeOpts.TransactionWindow, storeOpts.MaxConsumers = o.TransactionWindow, o.MaxConsumers
 	seals := shipper.NewSealSignal()
-	storeOpts.Observer = storeObserver{fsync: l.m.FsyncSeconds, sealed: seals.Sealed}
+	storeOpts.Observer = seals.Observer(l.m.FsyncSeconds)
 	if o.ReadOnly {
 		st, err := localseg.Open(l.dir, storeOpts)
 		if err != nil {
@@ -160,33 +132,28 @@ func (l *Log) open(ctx context.Context) error {
 		}
 		l.store = st
 	} else {
-		// The store records its pair and refuses another (shard.json); with
-		// a bucket its deletions await shipper.New (Store report read after).
-		storeOpts.Shard, storeOpts.DeferCleanup = localseg.ShardPair{Index: l.own.Index, Count: l.own.Count}, l.bucket != nil
-		st, err := localseg.Open(l.dir, storeOpts)
-		if errors.Is(err, localseg.ErrShardMismatch) {
-			return fmt.Errorf("open owned %s: %w: %w", l.own, affinity.ErrConfig, err)
-		}
+		// With a bucket the store's deletions await shipper.New's verdict
+		// (DeferCleanup; the Store report is read again after it).
+		storeOpts.DeferCleanup = l.bucket != nil
+		st, err := l.own.OpenStore(l.dir, storeOpts)
 		if err != nil {
-			return fmt.Errorf("open owned %s: %w", l.own, err)
+			return err
 		}
 		l.store = st
-		l.cold = l.bucketColdReader
-		if l.bucket == nil {
-			storeOpts.Shard = localseg.ShardPair{}
-			local := affinity.LocalColdReader(o.Dir, storeOpts)
-			l.cold = func(_ context.Context, shard int) (affinity.Reader, error) { return local(shard) }
+		local := affinity.LocalColdReader(o.Dir, storeOpts)
+		l.cold = func(ctx context.Context, shard int) (affinity.Reader, error) {
+			if l.bucket == nil {
+				return local(shard)
+			}
+			c, err := coldload.OpenCold(ctx, l.bucket, uint32(shard))
+			if err != nil {
+				return nil, err // not a typed nil *coldload.Cold
+			}
+			return c, nil
 		}
 	}
 	l.openRep.Store = l.store.OpenReport()
-	store := l.store
-	l.m.WatchLag(func() (uint64, map[string]uint64) {
-		snap, err := store.Snapshot()
-		if err != nil {
-			return 0, nil
-		}
-		return snap.Tip, snap.Consumers
-	})
+	l.m.WatchStore(l.store)
 	if rep := l.openRep.Store; rep.TornTailBytes > 0 {
 		l.log.Warn("torn tail repaired", "segment", rep.TornTailSegment, "bytes_dropped", rep.TornTailBytes)
 	}
@@ -196,14 +163,13 @@ func (l *Log) open(ctx context.Context) error {
 	}
 	if l.bucket == nil {
 		l.local = shipper.NewLocal(l.store, l.shipperOptions(nil))
-		if !o.NoBackground {
-			bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
-			l.cancel = cancel
-			l.local.Start(bg, &l.wg)
-		}
+		l.background(ctx, l.local.Start)
 		return nil
 	}
 	s, err := shipper.New(ctx, l.store, l.bucket, l.shipperOptions(seals))
+	if err == nil && !hasRec {
+		err = shipper.RecordBucket(o.FS, l.dir, o.BucketURL)
+	}
 	if err != nil {
 		l.m.Forget()
 		l.closeStore()
@@ -213,19 +179,19 @@ func (l *Log) open(ctx context.Context) error {
 	found := s.Reconciled()
 	l.openRep.BucketTip, l.openRep.ShippedThrough = found.BucketTip, found.ShippedThrough
 	l.openRep.DurableSegments, l.openRep.Watermark, l.openRep.Store = found.DurableSegments, found.Watermark, l.store.OpenReport()
-	if !hasRec {
-		if err := bucketrec.Write(o.FS, l.dir, bucketrec.Record{URL: blobtier.Redact(bucketURLForRecord(o))}); err != nil {
-			l.m.Forget()
-			l.closeStore()
-			return err
-		}
-	}
-	if !o.NoBackground {
-		bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		l.cancel = cancel
-		s.Start(bg, &l.wg)
-	}
+	l.background(ctx, s.Start)
 	return nil
+}
+
+// background starts the shard's background work (unless NoBackground) on
+// a context that outlives Open's and ends at Close.
+func (l *Log) background(ctx context.Context, start func(context.Context, *sync.WaitGroup)) {
+	if l.opts.NoBackground {
+		return
+	}
+	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	l.cancel = cancel
+	start(bg, &l.wg)
 }
 
 // shipperOptions is what the shipper takes from the options.
@@ -252,13 +218,6 @@ func (l *Log) shipperOptions(seals shipper.SealSignal) shipper.Options {
 	}
 }
 
-func bucketURLForRecord(o Options) string {
-	if o.BucketURL != "" {
-		return o.BucketURL
-	}
-	return bucketrec.InjectedURL
-}
-
 func (l *Log) closeStore() {
 	if l.store != nil {
 		l.store.Close()
@@ -278,17 +237,12 @@ func (l *Log) Close() error {
 	l.m.Forget()
 	var errs []error
 	if l.ship != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), l.opts.ShutdownShipTimeout)
-		if err := l.ship.Final(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("last shipment: %w", err))
-		}
-		cancel()
-		l.ship.StopWaiters()
+		errs = append(errs, l.ship.Close(l.opts.ShutdownShipTimeout))
 	}
 	if l.store != nil {
 		errs = append(errs, l.store.Close())
 	}
-	l.closeBucket()
+	l.closeB()
 	return errors.Join(errs...)
 }
 
@@ -360,34 +314,5 @@ func (l *Log) noteErr(err error) {
 	}
 }
 
-// bucketColdReader serves a non-owner read from the bucket, read-only.
-func (l *Log) bucketColdReader(ctx context.Context, shard int) (affinity.Reader, error) {
-	st, cleanup, err := coldload.ReadOnly(ctx, l.bucket, uint32(shard), "")
-	if err != nil {
-		return nil, fmt.Errorf("cold load shard %d from the bucket: %w", shard, err)
-	}
-	return &coldStore{Store: st, cleanup: cleanup}, nil
-}
-
-type coldStore struct {
-	*localseg.Store
-	cleanup func()
-}
-
-func (c *coldStore) Close() error { c.cleanup(); return nil }
-
-// dirIsEmptyStore reports whether dir holds no store yet: no segment file,
-// no reclaim manifest, no checkpoint and no segment index file. A store
-// that lost its segment files still holds its checkpoint (written once the
-// first segment is durable): it is opened, and refused by the store as a
-// lost state (issue 12, finding 9), not taken for an empty directory.
-func dirIsEmptyStore(dir string) (bool, error) {
-	is, err := localseg.IsStore(dir)
-	return !is && err == nil, err
-}
-
 // ShipsToBucket reports whether the shard directory records a bucket.
-func ShipsToBucket(dir string) (string, bool) {
-	r, ok, _ := bucketrec.Read(dir)
-	return r.URL, ok
-}
+func ShipsToBucket(dir string) (string, bool) { return shipper.ShipsTo(dir) }

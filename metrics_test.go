@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bucketlog/bucketlog/metrics"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -79,8 +80,8 @@ func TestEveryMetricExistsAtZeroFromStart(t *testing.T) {
 			t.Errorf("series %s = %v at start, want 0", k, v)
 		}
 	}
-	for _, op := range opOperations {
-		for _, out := range opOutcomes {
+	for _, op := range metrics.Operations {
+		for _, out := range metrics.Outcomes {
 			k := fmt.Sprintf("bucketlog_eventlog_ops_total{operation=%s,outcome=%s,shard=0}", op, out)
 			if _, ok := series[k]; !ok {
 				t.Errorf("series %s missing at start", k)

@@ -2,12 +2,9 @@ package bucketlog
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/coldload"
-	"github.com/bucketlog/bucketlog/internal/bucketrec"
 	"github.com/bucketlog/bucketlog/localseg"
 	"github.com/bucketlog/bucketlog/shipper"
 )
@@ -50,7 +47,11 @@ type RestoreOptions struct {
 }
 
 // Restore rebuilds one shard from the bucket alone into an empty directory
-// (docs/FORMAT.md §9) and records the bucket in it, so the restored store ships there.
+// (docs/FORMAT.md §9) and records the bucket in it, so the restored store
+// ships there. A gap, a short restore, an empty bucket, a watermark the
+// objects do not support and a non-empty target are invalid states (exit
+// 3); a corrupt object or a conflict is a storage error naming the key
+// (exit 5).
 func Restore(ctx context.Context, o RestoreOptions) (RestoreReport, error) {
 	if o.Dir == "" {
 		return RestoreReport{}, usagef("restore needs --dir")
@@ -58,81 +59,34 @@ func Restore(ctx context.Context, o RestoreOptions) (RestoreReport, error) {
 	if o.Shard < 0 {
 		return RestoreReport{}, usagef("shard %d is negative", o.Shard)
 	}
-	b, closeB, err := openBucketFor(ctx, o.BucketURL, o.Bucket)
+	b, closeB, err := shipper.OpenBucket(ctx, o.BucketURL, o.Bucket)
 	if err != nil {
 		return RestoreReport{}, err
 	}
 	defer closeB()
 	dir := localseg.ShardDir(o.Dir, o.Shard)
-	if empty, err := dirIsEmptyStore(dir); err != nil {
-		return RestoreReport{}, err
-	} else if !empty {
-		return RestoreReport{}, fmt.Errorf("%w: %s already holds a store; restore only into an empty directory", ErrInvalidState, dir)
-	}
-	fsys := o.FS
-	if fsys == nil {
-		fsys = localseg.OSFS{}
-	}
-	rep, err := coldload.Hydrate(ctx, b, uint32(o.Shard), dir, coldload.Options{
+	rep, err := coldload.Restore(ctx, b, uint32(o.Shard), dir, coldload.Options{
 		Concurrency:         o.Concurrency,
 		AllowPartial:        o.AllowPartial,
 		AllowEmpty:          o.AllowEmpty,
 		AllowWatermarkAhead: o.AllowWatermarkAhead,
 		Progress:            o.Progress,
-		Store:               localseg.Options{FS: fsys},
+		Store:               localseg.Options{FS: o.FS},
 	})
 	if err != nil {
-		return rep, restoreErr(err)
-	}
-	url := o.BucketURL
-	if url == "" {
-		url = bucketrec.InjectedURL
-	}
-	if err := bucketrec.Write(fsys, dir, bucketrec.Record{URL: blobtier.Redact(url)}); err != nil {
 		return rep, err
 	}
-	return rep, nil
-}
-
-// restoreErr classifies a cold load's refusals: a gap, a short restore, an
-// empty bucket, a watermark the objects do not support and a non-empty
-// target are invalid states (exit 3); a
-// corrupt object or a conflict is a storage error naming the key (exit 5).
-func restoreErr(err error) error {
-	switch {
-	case errors.Is(err, coldload.ErrGap), errors.Is(err, coldload.ErrShort),
-		errors.Is(err, coldload.ErrEmpty), errors.Is(err, coldload.ErrNotEmpty),
-		errors.Is(err, coldload.ErrWatermarkAhead):
-		return fmt.Errorf("%w: %w", ErrInvalidState, err)
-	}
-	return err
+	return rep, shipper.RecordBucket(o.FS, dir, o.BucketURL)
 }
 
 // Verify checks every object of a bucket (the checks of docs/FORMAT.md §9.2): length, digest
 // and frames of each object, and each shard's segments contiguous above its
 // watermark.
 func Verify(ctx context.Context, bucketURL string, b blobtier.Bucket, opts VerifyOptions) (VerifyReport, error) {
-	bk, closeB, err := openBucketFor(ctx, bucketURL, b)
+	bk, closeB, err := shipper.OpenBucket(ctx, bucketURL, b)
 	if err != nil {
 		return VerifyReport{}, err
 	}
 	defer closeB()
 	return coldload.Verify(ctx, bk, opts)
-}
-
-// openBucketFor is the one way Open, Restore and Verify take a bucket: an
-// injected Bucket (the caller keeps it) wins over a URL, which is opened
-// here and closed by the returned func.
-func openBucketFor(ctx context.Context, url string, b blobtier.Bucket) (blobtier.Bucket, func(), error) {
-	if b != nil {
-		return b, func() {}, nil
-	}
-	if url == "" {
-		return nil, nil, usagef("a bucket URL is required")
-	}
-	bk, err := blobtier.Open(ctx, url, blobtier.Options{})
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", ErrUsage, err)
-	}
-	return bk, func() { bk.Close() }, nil
 }

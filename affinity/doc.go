@@ -19,7 +19,8 @@
 // OwnerOf, Decide), the not-owner refusal (*NotOwnerError, errors.Is
 // ErrNotOwner, naming the owner shard) and the read-only view of a shard
 // owned elsewhere (Reader, ColdReader, LocalColdReader: a shard directory
-// that does not exist reads as empty and is not created). The engine (the
+// that does not exist reads as empty and is not created), and the owned
+// shard's store opened with its pair (Ownership.OpenStore). The engine (the
 // root package) routes once: it refuses an event of another shard's
 // execution before any store is touched, so re-routing it never duplicates
 // it, and serves reads of another shard by a cold load. Identifier and

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 
 	"github.com/bucketlog/bucketlog/localseg"
 )
@@ -83,3 +84,18 @@ func (emptyReader) ReadExecution(executionID string, after uint64, limit int) (l
 }
 
 func (emptyReader) Close() error { return nil }
+
+// Route decides an event's ownership once, before any store is touched:
+// an invalid event is invalid on every shard (localseg.ValidateEvent), and
+// an event of another shard's execution is refused with a *NotOwnerError
+// naming the owner (no byte written, no sequence consumed, so re-routing
+// it is safe).
+func (o Ownership) Route(ev localseg.Event) error {
+	if _, err := localseg.ValidateEvent(ev, 0); err != nil {
+		return err
+	}
+	if owner := o.OwnerOf(ev.ExecutionID); owner != o.Index {
+		return &NotOwnerError{Owner: owner, Shard: o.Index, ExecutionID: strings.TrimSpace(ev.ExecutionID)}
+	}
+	return nil
+}

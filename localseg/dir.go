@@ -39,7 +39,7 @@ func IsStore(dir string) (bool, error) {
 		return false, err
 	}
 	for _, e := range entries {
-		if n := e.Name(); strings.HasPrefix(n, segPrefix) || n == manifestName || n == checkpointName || strings.HasSuffix(n, segIdxSuffix) {
+		if IsStoreFile(e.Name()) {
 			return true, nil
 		}
 	}

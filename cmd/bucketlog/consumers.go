@@ -136,7 +136,7 @@ func runConsumers(c *cli, args []string) int {
 	if err == nil {
 		err = existingRoot(opts.Dir)
 	}
-	if err == nil && useLocalRef(env) {
+	if err == nil && !backendOf(env).durable() {
 		err = usagef("consumers reads the durable segment store only")
 	}
 	name := ""

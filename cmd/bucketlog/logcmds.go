@@ -6,13 +6,11 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 
 	"github.com/bucketlog/bucketlog"
 	"github.com/bucketlog/bucketlog/affinity"
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/coldload"
-	"github.com/bucketlog/bucketlog/internal/localref"
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
@@ -146,46 +144,6 @@ type deleteOutput struct {
 	Deleted  bool   `json:"deleted"`
 }
 
-// useLocalRef reports whether the environment selects the local_reference
-// JSONL driver (exact token; anything else keeps the durable store).
-func useLocalRef(env envConfig) bool { return env.Backend == BackendLocalReference }
-
-func localrefPath(dir string, shard int) string {
-	return filepath.Join(localseg.ShardDir(dir, shard), localrefFile)
-}
-
-// openLocalRef opens the JSONL driver of a shard. exists is false (and the
-// driver nil) when the file does not exist and create is false: a read of
-// a log that was never written creates nothing.
-func openLocalRef(o bucketlog.Options, shard int, create bool) (d *localref.Driver, exists bool, err error) {
-	path := localrefPath(o.Dir, shard)
-	if !create {
-		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-			return nil, false, nil
-		}
-	}
-	d, err = localref.Open(path, localref.Options{SegmentMaxBytes: segMax(o)})
-	if err != nil {
-		return nil, false, err
-	}
-	return d, true, nil
-}
-
-// refuseBucketWithLocalRef refuses bucket flags under local_reference,
-// which never ships; a bucket from the environment is ignored with a
-// warning.
-func (c *cli) refuseBucketWithLocalRef(f *flagSet, env envConfig, names ...string) error {
-	for _, n := range names {
-		if f.isSet(n) {
-			return usagef("--%s: the local_reference backend (NOETL_EHDB_EVENTLOG_BACKEND) never ships to a bucket", n)
-		}
-	}
-	if env.BucketURL != "" {
-		c.log.Warn("the local_reference backend never ships; BUCKETLOG_BUCKET_URL is ignored")
-	}
-	return nil
-}
-
 // holdsStore reports whether a shard directory holds a segment store (a
 // segment file or a reclaim manifest).
 func holdsStore(dir string) (bool, error) { return localseg.IsStore(dir) }
@@ -194,7 +152,7 @@ func holdsStore(dir string) (bool, error) { return localseg.IsStore(dir) }
 // command already did (an append is durable before Close), so it is a
 // warning: with a bucket it is usually the last shipment, which the next
 // open with the bucket retries.
-func (c *cli) closeLog(l *bucketlog.Log) {
+func (c *cli) closeLog(l shardLog) {
 	if err := l.Close(); err != nil {
 		c.log.Warn("closing the shard", "err", oneLine(err.Error()))
 	}
@@ -313,11 +271,9 @@ func runAppend(c *cli, args []string) int {
 		}
 	}
 
-	if useLocalRef(env) {
-		if err := c.refuseBucketWithLocalRef(f, env, "bucket", "sync-to-bucket"); err != nil {
-			return c.fail(err)
-		}
-		return c.appendLocalRef(opts, own, evs, batch)
+	b := backendOf(env)
+	if err := b.refuseFlags(c, f, env, "bucket", "sync-to-bucket"); err != nil {
+		return c.fail(err)
 	}
 	if *sync {
 		if opts.BucketURL == "" {
@@ -330,7 +286,7 @@ func runAppend(c *cli, args []string) int {
 	} else {
 		opts.NoBackground = true
 	}
-	l, err := bucketlog.Open(c.ctx, opts)
+	l, err := b.open(c, opts, own.Index, openAppend)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -366,27 +322,6 @@ func notInBucket(err error, first, last uint64) error {
 		seqs = fmt.Sprintf("sequences %d-%d", first, last)
 	}
 	return fmt.Errorf("%w; %s stay durable locally and ship later: a retry with the same transaction id is safe (it is not written again)", err, seqs)
-}
-
-func (c *cli) appendLocalRef(opts bucketlog.Options, own affinity.Ownership, evs []localseg.Event, batch bool) int {
-	d, _, err := openLocalRef(opts, own.Index, true)
-	if err != nil {
-		return c.fail(err)
-	}
-	defer d.Close()
-	if batch {
-		first, last, err := d.AppendBatch(evs)
-		if err != nil {
-			return c.fail(err)
-		}
-		return c.emit(batchOutput{Action: actionAppendBatch, Appended: len(evs), FirstSequence: first, LastSequence: last})
-	}
-	res, err := d.Append(evs[0])
-	if err != nil {
-		return c.fail(err)
-	}
-	return c.emit(appendOutput{Action: actionAppend, ExecutionID: evs[0].ExecutionID, GlobalSequence: res.Seq,
-		ByteLen: len(evs[0].Payload), CreatedStream: res.Created, LogRecordCount: res.Tip})
 }
 
 // oneShard is the common set-up of the one-shard commands: store flags,
@@ -462,25 +397,13 @@ func runScan(c *cli, args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	if useLocalRef(env) {
-		d, ok, err := openLocalRef(opts, n, false)
-		if err != nil {
-			return c.fail(err)
-		}
-		if !ok {
-			return c.emit(scanOf(localseg.Page{Base: 1}))
-		}
-		defer d.Close()
-		p, err := d.Scan(page.after, page.limit)
-		if err != nil {
-			return c.fail(err)
-		}
-		return c.emit(scanOf(p))
-	}
-	opts.ReadOnly, opts.BucketURL = true, ""
-	l, err := bucketlog.Open(c.ctx, opts)
+	opts.BucketURL = "" // a scan reads the directory only
+	l, err := backendOf(env).open(c, opts, n, openRead)
 	if err != nil {
 		return c.fail(err)
+	}
+	if l == nil {
+		return c.emit(scanOf(localseg.Page{Base: 1}))
 	}
 	p, err := l.Scan(c.ctx, page.after, page.limit)
 	c.closeLog(l)
@@ -534,269 +457,40 @@ func runRead(c *cli, args []string) int {
 			return c.fail(err)
 		}
 	}
-	if useLocalRef(env) {
-		if err := c.refuseBucketWithLocalRef(s.f, env, "bucket"); err != nil {
-			return c.fail(err)
-		}
-		d, ok, err := openLocalRef(opts, n, false)
-		if err != nil {
-			return c.fail(err)
-		}
-		if !ok {
-			return c.emit(readOf(id, n, affinity.ServedByOwnerResident, localseg.Page{Base: 1}))
-		}
-		defer d.Close()
-		p, err := d.ReadExecution(id, page.after, page.limit)
-		if err != nil {
-			return c.fail(err)
-		}
-		return c.emit(readOf(id, n, affinity.ServedByOwnerResident, p))
+	b := backendOf(env)
+	if err := b.refuseFlags(c, s.f, env, "bucket"); err != nil {
+		return c.fail(err)
 	}
-	held, err := holdsStore(localseg.ShardDir(opts.Dir, n))
+	opts.BucketURL = url // cold-load the shard when the directory does not hold it
+	l, err := b.open(c, opts, n, openRead)
 	if err != nil {
 		return c.fail(err)
 	}
-	if !held && url != "" {
-		p, err := c.coldRead(url, n, id, page)
-		if err != nil {
-			return c.fail(err)
-		}
-		return c.emit(readOf(id, n, affinity.ServedByNonOwnerColdLoad, p))
-	}
-	opts.ReadOnly, opts.BucketURL = true, ""
-	l, err := bucketlog.Open(c.ctx, opts)
-	if err != nil {
-		return c.fail(err)
+	if l == nil {
+		return c.emit(readOf(id, n, affinity.ServedByOwnerResident, localseg.Page{Base: 1}))
 	}
 	res, err := l.ReadExecution(c.ctx, id, page.after, page.limit)
 	c.closeLog(l)
 	if err != nil {
 		return c.fail(err)
 	}
-	return c.emit(readOf(id, n, affinity.ServedByOwnerResident, res.Page))
+	return c.emit(readOf(id, n, res.ServedBy, res.Page))
 }
 
-// coldRead cold-loads shard n from the bucket read-only (what the engine's
-// non-owner read does) and reads one execution. The engine offers this
-// only to an owner opened writable over another shard, so the command
-// calls the cold load itself.
-func (c *cli) coldRead(url string, n int, id string, page *pageFlags) (localseg.Page, error) {
+// coldView cold-loads shard n from the bucket read-only (what the engine's
+// non-owner read does) for one read. The engine offers this only to an
+// owner opened writable over another shard, so the command calls the cold
+// load itself.
+func (c *cli) coldView(url string, n int) (shardLog, error) {
 	b, err := blobtier.Open(c.ctx, url, blobtier.Options{})
 	if err != nil {
-		return localseg.Page{}, usagef("%v", err)
+		return nil, usagef("%v", err)
 	}
-	defer b.Close()
-	st, cleanup, err := coldload.ReadOnly(c.ctx, b, uint32(n), "")
+	cold, err := coldload.OpenCold(c.ctx, b, uint32(n))
 	if err != nil {
-		return localseg.Page{}, fmt.Errorf("cold load shard %d from the bucket: %w", n, err)
+		b.Close()
+		return nil, err
 	}
-	defer cleanup()
-	defer st.Close()
-	return st.ReadExecution(id, page.after, page.limit)
-}
-
-const tailAbout = `
-Pulls up to --limit events after the consumer's cursor from shard --shard,
-creating the durable consumer on its first pull of a non-empty shard. A pull
-of a shard that holds nothing answers "exists":false and writes nothing.
-Output:
-  {"action":"eventlog-tail","consumer","exists","created_consumer",
-   "acked_sequence","pending_count","returned","records":[…]}
-The command takes the shard's writer lock (exit 3 while a server owns it).
-Under NOETL_EHDB_EVENTLOG_BACKEND=local_reference it uses the JSONL driver.`
-
-func runTail(c *cli, args []string) int {
-	s := newOneShard("tail", "--consumer C [--dir PATH] [--shard N] [--limit N] [--bucket URL]", tailAbout)
-	consumer := s.f.String("consumer", "", "the consumer name `C` ([A-Za-z0-9_-], required)")
-	limit := s.f.Int("limit", defaultLimit, fmt.Sprintf("at most this many records, 0 to %d", maxLimit))
-	bucket := addBucketFlag(s.f, "the bucket the shard ships to")
-	if stop, code := c.parse(s.f, args); stop {
-		return code
-	}
-	if err := requireFlags(s.f, "consumer"); err != nil {
-		return c.fail(err)
-	}
-	if *limit < 0 || *limit > maxLimit {
-		return c.fail(usagef("--limit %d is outside 0..%d", *limit, maxLimit))
-	}
-	env, opts, n, err := s.resolve(c)
-	if err != nil {
-		return c.fail(err)
-	}
-	name, err := checkName("consumer", *consumer)
-	if err != nil {
-		return c.fail(err)
-	}
-	if opts.BucketURL, err = bucket.value(s.f, env); err != nil {
-		return c.fail(err)
-	}
-	if opts.BucketURL == "" {
-		if err := existingRoot(opts.Dir); err != nil {
-			return c.fail(err)
-		}
-	}
-	empty := tailOf(name, localseg.PullResult{})
-	if useLocalRef(env) {
-		if err := c.refuseBucketWithLocalRef(s.f, env, "bucket"); err != nil {
-			return c.fail(err)
-		}
-		d, ok, err := openLocalRef(opts, n, false)
-		if err != nil {
-			return c.fail(err)
-		}
-		if !ok {
-			return c.emit(empty)
-		}
-		defer d.Close()
-		r, err := d.Pull(name, *limit)
-		if err != nil {
-			return c.fail(err)
-		}
-		return c.emit(tailOf(name, r))
-	}
-	if opts.BucketURL == "" {
-		// A shard that holds nothing answers "does not exist" without
-		// creating its directory.
-		held, err := holdsStore(localseg.ShardDir(opts.Dir, n))
-		if err != nil {
-			return c.fail(err)
-		}
-		if !held {
-			return c.emit(empty)
-		}
-	}
-	opts.NoBackground = true
-	l, err := bucketlog.Open(c.ctx, opts)
-	if err != nil {
-		return c.fail(err)
-	}
-	r, err := l.Pull(c.ctx, name, *limit)
-	c.closeLog(l)
-	if err != nil {
-		return c.fail(err)
-	}
-	return c.emit(tailOf(name, r))
-}
-
-// consumerCmd is the set-up of ack and consumer-delete: it opens the shard
-// writable, or answers that the consumer is unknown when the shard holds
-// nothing (without creating it).
-type consumerCmd struct {
-	*oneShard
-	consumer *string
-	bucket   *bucketFlag
-}
-
-func newConsumerCmd(name, synopsis, about string) *consumerCmd {
-	s := newOneShard(name, synopsis, about)
-	return &consumerCmd{
-		oneShard: s,
-		consumer: s.f.String("consumer", "", "the consumer name `C` (required)"),
-		bucket:   addBucketFlag(s.f, "the bucket the shard ships to"),
-	}
-}
-
-// open returns either the engine or the local_reference driver for the
-// consumer's shard (both nil with a nil error when the shard holds
-// nothing), and the trimmed consumer name.
-func (k *consumerCmd) open(c *cli) (l *bucketlog.Log, d *localref.Driver, name string, err error) {
-	env, opts, n, err := k.resolve(c)
-	if err != nil {
-		return nil, nil, "", err
-	}
-	if name, err = checkName("consumer", *k.consumer); err != nil {
-		return nil, nil, "", err
-	}
-	if opts.BucketURL, err = k.bucket.value(k.f, env); err != nil {
-		return nil, nil, "", err
-	}
-	if useLocalRef(env) {
-		if err := c.refuseBucketWithLocalRef(k.f, env, "bucket"); err != nil {
-			return nil, nil, "", err
-		}
-		d, _, err := openLocalRef(opts, n, false)
-		return nil, d, name, err
-	}
-	if opts.BucketURL == "" {
-		held, err := holdsStore(localseg.ShardDir(opts.Dir, n))
-		if err != nil || !held {
-			return nil, nil, name, err
-		}
-	}
-	opts.NoBackground = true
-	l, err = bucketlog.Open(c.ctx, opts)
-	return l, nil, name, err
-}
-
-func unknownConsumer(name string) error {
-	return fmt.Errorf("%w: %s (the shard holds no store)", localseg.ErrUnknownConsumer, name)
-}
-
-const ackAbout = `
-Moves the consumer's cursor forward to --sequence (an Ack frame, fsync'd).
-Acking at or below the cursor (but above 0) is a no-op that succeeds; acking
-0 or beyond the tip, or an unknown consumer, is invalid_state (exit 3).
-Output:
-  {"action":"eventlog-ack","consumer","acked_sequence"}
-Under NOETL_EHDB_EVENTLOG_BACKEND=local_reference it uses the JSONL driver.`
-
-func runAck(c *cli, args []string) int {
-	k := newConsumerCmd("ack", "--consumer C --sequence N [--dir PATH] [--shard N] [--bucket URL]", ackAbout)
-	seq := k.f.Uint64("sequence", 0, "the sequence `N` to ack through (required)")
-	if stop, code := c.parse(k.f, args); stop {
-		return code
-	}
-	if err := requireFlags(k.f, "consumer", "sequence"); err != nil {
-		return c.fail(err)
-	}
-	l, d, name, err := k.open(c)
-	var acked uint64
-	switch {
-	case err != nil:
-	case d != nil:
-		acked, err = d.Ack(name, *seq)
-		d.Close()
-	case l != nil:
-		acked, err = l.Ack(c.ctx, name, *seq)
-		c.closeLog(l)
-	default:
-		err = unknownConsumer(name)
-	}
-	if err != nil {
-		return c.fail(err)
-	}
-	return c.emit(ackOutput{Action: actionAck, Consumer: name, AckedSequence: acked})
-}
-
-const consumerDeleteAbout = `
-Deletes a durable consumer (a ConsumerDelete frame): it stops bounding GC,
-and replay forgets it. An unknown consumer is invalid_state (exit 3).
-Output:
-  {"action":"eventlog-consumer-delete","consumer","deleted":true}
-Under NOETL_EHDB_EVENTLOG_BACKEND=local_reference it uses the JSONL driver.`
-
-func runConsumerDelete(c *cli, args []string) int {
-	k := newConsumerCmd("consumer-delete", "--consumer C [--dir PATH] [--shard N] [--bucket URL]", consumerDeleteAbout)
-	if stop, code := c.parse(k.f, args); stop {
-		return code
-	}
-	if err := requireFlags(k.f, "consumer"); err != nil {
-		return c.fail(err)
-	}
-	l, d, name, err := k.open(c)
-	switch {
-	case err != nil:
-	case d != nil:
-		err = d.DeleteConsumer(name)
-		d.Close()
-	case l != nil:
-		err = l.DeleteConsumer(c.ctx, name)
-		c.closeLog(l)
-	default:
-		err = unknownConsumer(name)
-	}
-	if err != nil {
-		return c.fail(err)
-	}
-	return c.emit(deleteOutput{Action: actionConsumerDelete, Consumer: name, Deleted: true})
+	closeAll := func() error { cold.Close(); b.Close(); return nil }
+	return &verbLog{v: cold, shard: n, servedBy: affinity.ServedByNonOwnerColdLoad, close: closeAll}, nil
 }

@@ -263,7 +263,7 @@ func runSelfcheckDurable(c *cli, args []string, beforeReplay func(shardDir strin
 	if out.temporary {
 		out.Dir = "(temporary, removed)"
 	}
-	if useLocalRef(env) {
+	if !backendOf(env).durable() {
 		out.Problem = "the local_reference backend (NOETL_EHDB_EVENTLOG_BACKEND) is not durable: there are no durable segments to replay"
 		return c.failWith(out, fmt.Errorf("%w: %s", bucketlog.ErrInvariant, out.Problem))
 	}

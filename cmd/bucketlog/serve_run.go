@@ -133,7 +133,7 @@ func runServe(c *cli, args []string) int {
 		return code
 	}
 	env := c.env()
-	if useLocalRef(env) {
+	if !backendOf(env).durable() {
 		return c.fail(usagef("serve runs the durable segment store only; NOETL_EHDB_EVENTLOG_BACKEND=local_reference is for parity tests and migration"))
 	}
 	opts, own, err := c.shardOptions(f, env, store, route, bucket, tailInterval)

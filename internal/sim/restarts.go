@@ -8,12 +8,12 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/bucketlog/bucketlog"
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/blobtier/faultbucket"
 	"github.com/bucketlog/bucketlog/coldload"
+	"github.com/bucketlog/bucketlog/localseg"
 	"github.com/bucketlog/bucketlog/localseg/faultfs"
 	"github.com/bucketlog/bucketlog/tailbatch"
 	"github.com/bucketlog/bucketlog/watermark"
@@ -259,7 +259,7 @@ func (r *run) opLoseSegment(ctx context.Context) *violation {
 	for name, data := range r.w.disk.Files() {
 		// The highest segment that holds events (the active one may be
 		// empty right after a seal).
-		if strings.HasPrefix(name, dir+"/seg-") && strings.HasSuffix(name, ".eslog") && bytes.Contains(data, mark) {
+		if path.Dir(name) == dir && localseg.IsSegmentFile(path.Base(name)) && bytes.Contains(data, mark) {
 			segs = append(segs, name)
 		}
 	}

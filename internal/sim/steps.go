@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path"
 	"slices"
 	"strings"
 	"syscall"
@@ -425,7 +426,7 @@ func (r *run) reopen(ctx context.Context, why string) (*violation, error) {
 		repairOnly := errors.As(err, &injected) && requestFailed(injected.Kind) ||
 			r.w.fb.Total() > faults && errClass(err) == "err=corrupt_object" && !r.damagedAtRest(err.Error())
 		for _, c := range strings.Fields(changed) {
-			repairOnly = repairOnly && strings.HasPrefix(c, "~") && strings.HasSuffix(c, ".eslog")
+			repairOnly = repairOnly && strings.HasPrefix(c, "~") && localseg.IsSegmentFile(path.Base(strings.TrimPrefix(c, "~")))
 		}
 		if changed != "" && !r.w.inj.takeFired() && !r.known[1] && !repairOnly {
 			return fail("refused-open-changed-disk", "Open refused (%v) and changed the shard directory: %s", err, changed), err

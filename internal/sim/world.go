@@ -143,9 +143,9 @@ func (w *world) hasBucketRecord() bool {
 func (w *world) emptyStore() bool {
 	prefix := path.Clean("/"+filepath.Join(w.dir(), shard0)) + "/"
 	for name := range w.disk.Files() {
-		// As the engine's dirIsEmptyStore: a checkpoint left by a store
+		// As coldload.IsEmptyStore: a checkpoint left by a store
 		// that lost its segments is no empty directory (finding 9).
-		if rest, ok := strings.CutPrefix(name, prefix); ok && (strings.HasPrefix(rest, "seg-") || rest == "reclaim.json" || rest == "checkpoint.json" || strings.HasSuffix(rest, ".idx")) {
+		if rest, ok := strings.CutPrefix(name, prefix); ok && localseg.IsStoreFile(rest) {
 			return false
 		}
 	}
@@ -176,7 +176,7 @@ func (w *world) hydrateReal(ctx context.Context) error {
 		return err
 	}
 	for _, e := range entries {
-		if e.IsDir() || e.Name() == "LOCK" {
+		if e.IsDir() || localseg.IsLockFile(e.Name()) {
 			continue
 		}
 		data, err := os.ReadFile(filepath.Join(src, e.Name()))
@@ -207,7 +207,7 @@ func (w *world) hydrateReal(ctx context.Context) error {
 
 // mirror reproduces on the real disk the file names of the MemFS shard
 // directory and bucket.json: Open and Restore read those through the os
-// package, not Options.FS (dirIsEmptyStore, readBucketRecord), so the real
+// package, not Options.FS (coldload.IsEmptyStore, localseg.ReadBucketRecord), so the real
 // directory must tell them what the injected one holds.
 func (w *world) mirror(m *faultfs.MemFS, dir string) error {
 	real := filepath.Join(dir, shard0)
@@ -246,13 +246,13 @@ func diskFiles(m *faultfs.MemFS, dir string) map[string]string {
 	for name, data := range m.Files() {
 		if rest, ok := strings.CutPrefix(name, prefix); ok {
 			switch b := path.Base(rest); {
-			case b == "checkpoint.json":
+			case localseg.IsCheckpointFile(b):
 				// A cache the store rewrites at every open; its presence
 				// still counts.
 				data = nil
-			case b == "LOCK", strings.HasSuffix(b, ".idx"), strings.HasSuffix(b, ".tmp"):
+			case localseg.IsLockFile(b), localseg.IsIndexFile(b), localseg.IsTempFile(b):
 				continue // the lock, derived index files, temporaries
-			case strings.HasSuffix(b, ".eslog"):
+			case localseg.IsSegmentFile(b):
 				// Zeros after the last frame are the end of the log (the
 				// segment format): a writable open that re-preallocates
 				// the active segment (a crash clone keeps only its

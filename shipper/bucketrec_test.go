@@ -1,4 +1,4 @@
-package bucketrec
+package shipper
 
 import "testing"
 
@@ -24,8 +24,8 @@ func TestSameBucket(t *testing.T) {
 		{"s3://b", "injected://bucket", true},
 		{"(unreadable bucket.json)", "s3://b", false},
 	} {
-		if got := Same(c.a, c.b); got != c.same {
-			t.Errorf("Same(%q, %q) = %v, want %v", c.a, c.b, got, c.same)
+		if got := SameBucket(c.a, c.b); got != c.same {
+			t.Errorf("SameBucket(%q, %q) = %v, want %v", c.a, c.b, got, c.same)
 		}
 	}
 }

@@ -1,0 +1,40 @@
+// Package shipper ships one shard to its bucket (shipper.go). Its contract
+// at Open, which the root package's Open relies on (the Log opens the
+// store, then New reconciles it with the bucket):
+//
+// Open with a bucket checks first and acts after: a refused Open (stale or
+// diverged disk, another writer's history) leaves the shard directory
+// byte-identical (an empty LOCK file aside) and the watermark untouched; only
+// then does it adopt the bucket's watermark locally. A damaged watermark is
+// rewritten after the checks with the local reclaim base, raised to the last
+// local segment boundary below the lowest sequence the bucket still holds,
+// so the repair never lowers it. A damaged cursor object does not stop the
+// owner: it is rebuilt after the checks from the owner's shipped position
+// and consumers (logged), never below what the bucket's objects imply
+// (our damaged segments, which the uploader puts again, count), so its
+// shipped_through does not move backward; the first pass after a start
+// rewrites the cursor object when the consumers differ from the ones it
+// holds (a consumer deleted before the next event leaves it). A bucket segment counts durable at start only when
+// it reads back intact, unless the running uploader already read it back (the
+// cursor object's shipped_through passed it and no tail object is left over
+// it), so Open does not download the retained history on every start.
+//
+// A shard directory records the bucket it ships to (bucket.json) the first
+// time it is opened with one; Open refuses another bucket or prefix
+// (ErrUsage) before changing a byte. Re-pointing a store on purpose is done
+// by removing bucket.json while the shard is stopped (not by an option, which
+// would re-point on every restart). An injected Options.Bucket without a
+// BucketURL has no known identity and matches any record.
+//
+// A different object under one of the shard's write-once keys is a second
+// writer (ErrSecondWriter: shipping, GC and cleanup stop). An object that
+// carries our own metadata but not its bytes (our damaged upload, left over
+// when its delete failed) is no second writer: it is deleted and uploaded
+// again.
+//
+// Crash assumptions are the root package's (the disk honours fdatasync and
+// a directory fsync; the bucket is strongly consistent and honours
+// create-if-absent and compare-and-swap). A *Shipper is safe for concurrent
+// use; its loops never hold a lock appends take while they talk to the
+// bucket.
+package shipper
