@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,10 +26,14 @@ func open(t *testing.T, dir string) *localseg.Store {
 	return st
 }
 
+// txn numbers the events appendN writes, so a second call appends new
+// events rather than retries of the first call's (retry-safe appends).
+var txn atomic.Uint64
+
 func appendN(t *testing.T, st *localseg.Store, n int) {
 	t.Helper()
 	for i := 0; i < n; i++ {
-		if _, err := st.Append(localseg.Event{ExecutionID: "e", TransactionID: fmt.Sprintf("t%d", i), Payload: `{"n":1}`}); err != nil {
+		if _, err := st.Append(localseg.Event{ExecutionID: "e", TransactionID: fmt.Sprintf("t%d", txn.Add(1)), Payload: `{"n":1}`}); err != nil {
 			t.Fatal(err)
 		}
 	}

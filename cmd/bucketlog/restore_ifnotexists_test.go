@@ -22,14 +22,14 @@ func TestRestoreIfNotExistsTakesAnyStore(t *testing.T) {
 	}
 	src := filepath.Join(root, "src")
 	for i := range 3 {
-		ok(t, nil, "append", "--dir", src, "--bucket", bucket, "--execution-id", strconv.Itoa(i), "--transaction-id", "t", "--payload", "p")
+		ok(t, nil, "append", "--dir", src, "--bucket", bucket, "--execution-id", strconv.Itoa(i), "--transaction-id", "t"+strconv.Itoa(i), "--payload", "p")
 	}
 	ok(t, nil, "ship", "--dir", src, "--bucket", bucket, "--seal-active")
 	dst := filepath.Join(root, "dst")
 	ok(t, nil, "restore", "--bucket", bucket, "--dir", dst, "--shard", "0")
 	// A writable open and a seal leave the store's own files (the
 	// checkpoint, segment indexes) beside the segments.
-	ok(t, nil, "append", "--dir", dst, "--bucket", bucket, "--execution-id", "9", "--transaction-id", "t", "--payload", "p")
+	ok(t, nil, "append", "--dir", dst, "--bucket", bucket, "--execution-id", "9", "--transaction-id", "t9", "--payload", "p")
 	ok(t, nil, "ship", "--dir", dst, "--bucket", bucket, "--seal-active")
 	shard := localseg.ShardDir(dst, 0)
 	entries, err := os.ReadDir(shard)
