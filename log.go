@@ -12,6 +12,7 @@ import (
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/coldload"
 	"github.com/bucketlog/bucketlog/internal/bucketrec"
+	"github.com/bucketlog/bucketlog/internal/takeover"
 	"github.com/bucketlog/bucketlog/localseg"
 	"github.com/bucketlog/bucketlog/metrics"
 	"github.com/bucketlog/bucketlog/reclaim"
@@ -34,6 +35,7 @@ type Log struct {
 	closeB func()           // closes a bucket opened from BucketURL
 	ship   *shipper.Shipper // nil without a bucket or when read-only
 	local  *shipper.Local   // GC of a writable store without a bucket
+	fence  *takeover.Begun  // the open's claim (writer fencing); nil without a bucket
 
 	poisoned atomic.Bool
 	closed   atomic.Bool
@@ -114,22 +116,31 @@ func (l *Log) open(ctx context.Context) error {
 	}
 	l.openRep = OpenReport{Shard: o.ShardIndex, Dir: l.dir}
 
-	// An empty disk with a bucket is hydrated from the bucket first, so the
-	// store opens over what the bucket holds.
+	// The open's claim (internal/takeover) runs first; an empty disk with a
+	// bucket is hydrated from the bucket, so the store opens over what the
+	// bucket holds.
 	if l.bucket != nil && !o.ReadOnly {
+		hydrate := func(ctx context.Context, dir string) (coldload.Report, error) {
+			rep, err := coldload.Hydrate(ctx, l.bucket, uint32(o.ShardIndex), dir, coldload.Options{AllowEmpty: true, Store: localseg.Options{FS: o.FS, SegmentMaxBytes: o.SegmentMaxBytes}})
+			if err == nil {
+				l.openRep.Hydrated, l.openRep.Hydrate = rep.Objects > 0, &rep
+				l.m.TailRecoveredRecords.Add(float64(rep.TailRecords))
+				l.m.TailObjectsSuperseded.Add(float64(rep.TailSuperseded))
+			}
+			return rep, err
+		}
+		if l.fence, err = takeover.Begin(ctx, takeover.Options{Shard: uint32(o.ShardIndex), Dir: l.dir, FS: o.FS, Bucket: l.bucket, Owner: takeover.DefaultOwner(),
+			RequireFencing: o.RequireFencing, OneShot: o.NoBackground, Takeover: o.Takeover, Hydrate: hydrate, Logger: l.log}); err != nil {
+			return err
+		}
 		empty, err := dirIsEmptyStore(l.dir)
 		if err != nil {
 			return err
 		}
 		if empty {
-			rep, err := coldload.Hydrate(ctx, l.bucket, uint32(o.ShardIndex), l.dir, coldload.Options{AllowEmpty: true, Store: localseg.Options{FS: o.FS, SegmentMaxBytes: o.SegmentMaxBytes}})
-			if err != nil {
+			if _, err := hydrate(ctx, l.dir); err != nil {
 				return fmt.Errorf("hydrate shard %d from the bucket: %w", o.ShardIndex, err)
 			}
-			l.openRep.Hydrated = rep.Objects > 0
-			l.openRep.Hydrate = &rep
-			l.m.TailRecoveredRecords.Add(float64(rep.TailRecords))
-			l.m.TailObjectsSuperseded.Add(float64(rep.TailSuperseded))
 		}
 	}
 
@@ -202,6 +213,15 @@ func (l *Log) open(ctx context.Context) error {
 		return err
 	}
 	l.ship = s
+	snap, err := l.store.Snapshot()
+	if err == nil {
+		err = l.fence.Finish(ctx, snap) // the cut, before any append is accepted
+	}
+	if err != nil {
+		l.m.Forget()
+		l.closeStore()
+		return err
+	}
 	found := s.Reconciled()
 	l.openRep.BucketTip, l.openRep.ShippedThrough = found.BucketTip, found.ShippedThrough
 	l.openRep.DurableSegments, l.openRep.Watermark = found.DurableSegments, found.Watermark
@@ -238,6 +258,8 @@ func (l *Log) shipperOptions(seals shipper.SealSignal) shipper.Options {
 		Logger:             l.log,
 		Metrics:            l.m,
 		NoteErr:            l.noteErr,
+		Fencing:            l.fence.Fencing(),
+		Epoch:              l.fence.Epoch(),
 	}
 }
 

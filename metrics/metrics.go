@@ -26,6 +26,7 @@ var Names = []string{
 	"segments_uploaded_total", "second_writer_detected_total", "gc_ops_total",
 	"bucket_requests_total", "bucket_bytes_total", "oldest_unsealed_age_seconds",
 	"oldest_unreplicated_age_seconds", "unshipped_bytes", "consumer_lag",
+	"fenced", "fenced_unpublished_records",
 }
 
 // Op is an operation of eventlog_ops_total.
@@ -111,6 +112,7 @@ type families struct {
 	tailObjectsRetained, tailObjectsUnparse *prometheus.GaugeVec
 	oldestUnsealed, oldestUnreplicated      *prometheus.GaugeVec
 	unshippedBytes                          *prometheus.GaugeVec
+	fenced, fencedUnpublished               *prometheus.GaugeVec
 	consumerLag                             *lagCollector
 }
 
@@ -151,6 +153,8 @@ func newFamilies() *families {
 		oldestUnsealed:        gauge("oldest_unsealed_age_seconds"),
 		oldestUnreplicated:    gauge("oldest_unreplicated_age_seconds"),
 		unshippedBytes:        gauge("unshipped_bytes"),
+		fenced:                gauge("fenced"),
+		fencedUnpublished:     gauge("fenced_unpublished_records"),
 		consumerLag: &lagCollector{
 			desc:   prometheus.NewDesc("bucketlog_consumer_lag", helps["consumer_lag"], []string{"shard", "consumer"}, nil),
 			shards: map[string]func() (uint64, map[string]uint64){},
@@ -165,6 +169,7 @@ func (f *families) all() []prometheus.Collector {
 		f.tailObjectsSuperseded, f.tailObjectsReclaimed, f.tailReclaimBytes, f.tailReclaimFailed,
 		f.segmentsUploaded, f.secondWriterDetected,
 		f.tailObjectsRetained, f.tailObjectsUnparse, f.oldestUnsealed, f.oldestUnreplicated, f.unshippedBytes,
+		f.fenced, f.fencedUnpublished,
 	}
 }
 
@@ -229,6 +234,11 @@ type Shard struct {
 	OldestUnsealedAge     prometheus.Gauge
 	OldestUnreplicatedAge prometheus.Gauge
 	UnshippedBytes        prometheus.Gauge
+	// Fenced is 1 once a newer ownership epoch fenced this writer;
+	// FencedUnpublished counts the records it acknowledged locally beyond
+	// what the bucket holds (they stay in its directory).
+	Fenced            prometheus.Gauge
+	FencedUnpublished prometheus.Gauge
 
 	GCReclaimed prometheus.Counter
 	GCNoop      prometheus.Counter
@@ -266,6 +276,8 @@ func New(reg prometheus.Registerer, shard int) (*Shard, error) {
 		OldestUnsealedAge:     f.oldestUnsealed.WithLabelValues(s),
 		OldestUnreplicatedAge: f.oldestUnreplicated.WithLabelValues(s),
 		UnshippedBytes:        f.unshippedBytes.WithLabelValues(s),
+		Fenced:                f.fenced.WithLabelValues(s),
+		FencedUnpublished:     f.fencedUnpublished.WithLabelValues(s),
 		GCReclaimed:           f.gcOps.WithLabelValues(s, "reclaimed"),
 		GCNoop:                f.gcOps.WithLabelValues(s, "noop"),
 		GCError:               f.gcOps.WithLabelValues(s, "error"),

@@ -233,7 +233,7 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 	// cursor's floor below counts the whole listing.)
 	intact := slices.DeleteFunc(slices.Clone(tv.TailObjects), func(info blobtier.ObjectInfo) bool { return damagedTails[info.Key] })
 	shipped := tailbatch.CursorFrom(s.shard, snap.ReclaimedSeq, ranges, intact)
-	s.repl = tailbatch.New(s.shard, shipped, tailbatch.Options{Disabled: !s.tailOn})
+	s.repl = tailbatch.New(s.shard, shipped, tailbatch.Options{Disabled: !s.tailOn, Epoch: s.o.Epoch})
 	if curDamaged {
 		// The damaged object's shipped_through is lost, and the rebuilt one
 		// must not lower it (the oracle of issue 12: shipped_through never

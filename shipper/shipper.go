@@ -79,6 +79,7 @@ type Shipper struct {
 	// listing) keeps cleanup due for a few more passes.
 	pendingTails  map[string]*pendingTail
 	uploadBackoff time.Duration
+	certified     uint64        // writer fencing: shipped through here before a HEAD that found no newer claim
 	shippedCh     chan struct{} // closed and replaced whenever the shipped position moves
 	closing       bool          // Close released the synchronous waiters: none waits any more
 
@@ -188,6 +189,11 @@ type Options struct {
 	Metrics *metrics.Shard
 	// NoteErr is told of every local store error (poison detection).
 	NoteErr func(error)
+	// Fencing turns on the writer's fencing checks (a bucket with
+	// create-if-absent and compare-and-swap); Epoch is the writer's
+	// ownership epoch, written on every object (0: unfenced).
+	Fencing bool
+	Epoch   uint64
 }
 
 // SealSignal is the store's seal hook: Sealed wakes the uploader without

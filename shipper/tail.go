@@ -21,6 +21,7 @@ func (s *Shipper) shipTail(ctx context.Context) error {
 	before := s.repl.ShippedThrough()
 	var committedMax uint64
 	var conflictKey string
+	var conflictErr error
 	res, failure := s.repl.ReplicateWith(ctx, s.store, s.b, tailbatch.Hooks{
 		// The shipped position may sit below the reclaim base: GC reclaims
 		// only segments durable in the bucket, so everything through the
@@ -39,13 +40,33 @@ func (s *Shipper) shipTail(ctx context.Context) error {
 		Failed: func(bt tailbatch.Batch, err error) {
 			s.m.TailReplicationFailed.Inc()
 			if errors.Is(err, blobtier.ErrConflict) {
-				conflictKey = bt.Key
+				conflictKey, conflictErr = bt.Key, err
 			}
+		},
+		AfterUpload: func(bt tailbatch.Batch) error {
+			if !s.fencingOn() {
+				return nil
+			}
+			before := s.repl.ShippedThrough()
+			if err := s.checkFence(ctx); err != nil {
+				return err
+			}
+			s.certify(max(before, bt.LastSeq))
+			return nil
 		},
 		CursorOnlyAfterSuccess: true,
 	})
 	if conflictKey != "" {
-		return s.secondWriter(conflictKey, failure)
+		if err := s.conflict(ctx, conflictKey, conflictErr); s.stopped() != nil || err != nil {
+			s.noteTail(err)
+			return err
+		}
+	}
+	if err := s.stopped(); err != nil {
+		return err // fenced by the check after the put
+	}
+	if failure == nil {
+		failure = s.certifyShipped(ctx)
 	}
 	if s.repl.ShippedThrough() > before {
 		s.notifyShipped()
@@ -90,8 +111,11 @@ func (s *Shipper) waitShipped(ctx context.Context, seq uint64) error {
 		s.mu.Lock()
 		ch, stop, closing := s.shippedCh, s.stopErr, s.closing
 		s.mu.Unlock()
-		if s.repl.ShippedThrough() >= seq {
+		if s.confirmed() >= seq {
 			return nil
+		}
+		if errors.Is(stop, ErrFenced) {
+			return s.fencedVerdict(ctx, seq, stop)
 		}
 		if stop != nil {
 			return fmt.Errorf("%w (sequence %d): %v", ErrNotInBucket, seq, stop)
@@ -126,10 +150,12 @@ func (s *Shipper) shipUntil(ctx context.Context, seq uint64, deadline <-chan tim
 			return errClosedWaiting(seq)
 		}
 		err := s.shipTail(ctx)
-		if s.repl.ShippedThrough() >= seq {
+		if s.confirmed() >= seq {
 			return nil
 		}
-		if stop := s.stopped(); stop != nil {
+		if stop := s.stopped(); errors.Is(stop, ErrFenced) {
+			return s.fencedVerdict(ctx, seq, stop)
+		} else if stop != nil {
 			return fmt.Errorf("%w (sequence %d): %v", ErrNotInBucket, seq, stop)
 		}
 		select {

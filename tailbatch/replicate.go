@@ -100,6 +100,11 @@ type Hooks struct {
 	// ShippedThrough, the pass calls Advance with it and prepares once
 	// more, rather than fail every pass.
 	Resync func() uint64
+	// AfterUpload, when set, runs after each batch's upload succeeded and
+	// before its Commit (writer fencing: the check that no newer epoch was
+	// claimed, made after the put completed). An error fails the batch like
+	// a failed upload: nothing is committed and the pass stops.
+	AfterUpload func(Batch) error
 	// Committed is called after each batch's Commit, before the next
 	// upload.
 	Committed func(Batch)
@@ -129,7 +134,11 @@ func (r *Replicator) ReplicateWith(ctx context.Context, src Source, b Bucket, h 
 	}
 	var failure error
 	for _, bt := range batches {
-		if err := Upload(ctx, b, src, bt); err != nil {
+		err := Upload(ctx, b, src, bt)
+		if err == nil && h.AfterUpload != nil {
+			err = h.AfterUpload(bt)
+		}
+		if err != nil {
 			r.Fail(bt, err)
 			res.Failed++
 			if h.Failed != nil {
