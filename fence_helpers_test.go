@@ -184,7 +184,7 @@ func (a acked) append(t *testing.T, l *Log, e Event) error {
 	t.Helper()
 	res, err := l.Append(ctxT(t), e)
 	if err == nil {
-		a[res.Seq] = e.Payload
+		a[res.Seq] = ident(e.ExecutionID, e.TransactionID, e.Payload)
 	}
 	return err
 }
@@ -234,10 +234,11 @@ func lineageOracle(ctx context.Context, b blobtier.Bucket) (map[uint64]string, f
 				if f.Kind != frame.KindEvent || !lin.ValidSeq(m.Epoch, f.Seq) {
 					continue
 				}
-				if p, ok := got[f.Seq]; ok && p != f.Payload {
+				id := ident(f.ExecutionID, f.TransactionID, f.Payload)
+				if p, ok := got[f.Seq]; ok && p != id {
 					problems = append(problems, fmt.Sprintf("sequence %d has two valid payloads (%s, epoch %d)", f.Seq, info.Key, m.Epoch))
 				}
-				got[f.Seq] = f.Payload
+				got[f.Seq] = id
 			}
 		}
 		return nil
@@ -289,3 +290,6 @@ func wantFenced(t *testing.T, what string, err error) {
 		t.Fatalf("%s: %v (class %s, HTTP %d), want fenced", what, err, Class(err), HTTPStatus(err))
 	}
 }
+
+// ident is what the oracle compares per sequence: the whole event.
+func ident(exec, txn, payload string) string { return exec + "|" + txn + "|" + payload }

@@ -98,7 +98,7 @@ func TestFenceTakeoverFencesTheOldOwner(t *testing.T) {
 	if end, ok := lin.End(1); !ok || end != 3 {
 		t.Fatalf("the cut ends epoch 1 at %d (%v), want 3", end, ok)
 	}
-	if got[4] != ev("y", 4).Payload || len(got) != 5 {
+	if y := ev("y", 4); got[4] != ident(y.ExecutionID, y.TransactionID, y.Payload) || len(got) != 5 {
 		t.Fatalf("the lineage holds %v", got)
 	}
 }

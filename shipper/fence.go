@@ -142,11 +142,35 @@ func (s *Shipper) conflict(ctx context.Context, key string, err error) error {
 	case serr == nil && info.Meta.Epoch > s.o.Epoch:
 		return s.markFenced(info.Meta.Epoch, "an object of epoch "+fmt.Sprint(info.Meta.Epoch)+" occupies "+key)
 	case serr == nil && info.Meta.Epoch < s.o.Epoch:
-		s.log.Warn("a stale writer's object of an older epoch occupies one of our keys; not deleted, retried later",
+		s.log.Warn("a stale writer's object of an older epoch occupies one of our keys; not deleted: the events ship in a sealed segment instead",
 			"key", key, "occupant_epoch", info.Meta.Epoch, "epoch", s.o.Epoch)
-		return fmt.Errorf("an object of the older epoch %d occupies %s: %w", info.Meta.Epoch, key, err)
+		return fmt.Errorf("%w: an object of the older epoch %d occupies %s: %v", errGarbageOccupant, info.Meta.Epoch, key, err)
 	}
 	return s.secondWriter(key, err)
+}
+
+// errGarbageOccupant: a stale writer's object of an older epoch sits under
+// the key of our tail batch. It is not deleted (the bucket API has no
+// delete conditional on that very object); the batch's events ship in a
+// sealed segment instead (shipAround).
+var errGarbageOccupant = errors.New("a stale writer's object occupies the key")
+
+// shipAround seals the active segment and uploads it, so events whose tail
+// key a stale writer's object occupies reach the bucket under a segment
+// key of this writer's own, and certifies the shipped end for synchronous
+// appends.
+func (s *Shipper) shipAround(ctx context.Context) error {
+	if _, err := s.store.Seal(); err != nil {
+		s.noteErr(err)
+		return err
+	}
+	s.maint.Lock()
+	_, err := s.uploadSealed(ctx)
+	s.maint.Unlock()
+	if err != nil {
+		return err
+	}
+	return s.certifyShipped(ctx)
 }
 
 // fencedVerdict answers a synchronous append that waited for seq when the

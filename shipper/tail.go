@@ -21,8 +21,7 @@ func (s *Shipper) shipTail(ctx context.Context) error {
 	before := s.repl.ShippedThrough()
 	var committedMax uint64
 	var conflictKey string
-	var conflictErr error
-	res, failure := s.repl.ReplicateWith(ctx, s.store, s.b, tailbatch.Hooks{
+	hooks := tailbatch.Hooks{
 		// The shipped position may sit below the reclaim base: GC reclaims
 		// only segments durable in the bucket, so everything through the
 		// contiguous durable watermark is there. Move up to it and prepare
@@ -40,7 +39,7 @@ func (s *Shipper) shipTail(ctx context.Context) error {
 		Failed: func(bt tailbatch.Batch, err error) {
 			s.m.TailReplicationFailed.Inc()
 			if errors.Is(err, blobtier.ErrConflict) {
-				conflictKey, conflictErr = bt.Key, err
+				conflictKey = bt.Key
 			}
 		},
 		AfterUpload: func(bt tailbatch.Batch) error {
@@ -55,11 +54,22 @@ func (s *Shipper) shipTail(ctx context.Context) error {
 			return nil
 		},
 		CursorOnlyAfterSuccess: true,
-	})
+	}
+	if s.fencingOn() {
+		// The 412 rule with the epoch: a newer occupant fences us, an older
+		// one is a stale writer's garbage, ours with other bytes a second
+		// writer.
+		hooks.Conflict = func(bt tailbatch.Batch, err error) error { return s.conflict(ctx, bt.Key, err) }
+	}
+	res, failure := s.repl.ReplicateWith(ctx, s.store, s.b, hooks)
 	if conflictKey != "" {
-		if err := s.conflict(ctx, conflictKey, conflictErr); s.stopped() != nil || err != nil {
-			s.noteTail(err)
-			return err
+		return s.secondWriter(conflictKey, failure)
+	}
+	if errors.Is(failure, errGarbageOccupant) {
+		if err := s.shipAround(ctx); err != nil {
+			failure = errors.Join(failure, err)
+		} else {
+			failure = nil
 		}
 	}
 	if err := s.stopped(); err != nil {

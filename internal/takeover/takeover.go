@@ -265,7 +265,7 @@ func (b *Begun) Finish(ctx context.Context, snap localseg.Snapshot) error {
 		return err
 	}
 	key := blobtier.StartKey(o.Shard, b.epoch)
-	if err := o.Bucket.PutIfAbsent(ctx, key, data, b.epoch); err != nil {
+	if err := putOnce(ctx, o.Bucket, key, data, b.epoch); err != nil {
 		if !errors.Is(err, blobtier.ErrConflict) {
 			return fmt.Errorf("write the cut %s: %w", key, err)
 		}
@@ -322,7 +322,20 @@ func putClaim(ctx context.Context, o Options, c fencing.Claim) error {
 	if err != nil {
 		return err
 	}
-	return o.Bucket.PutIfAbsent(ctx, blobtier.ClaimKey(o.Shard, c.Epoch), data, c.Epoch)
+	return putOnce(ctx, o.Bucket, blobtier.ClaimKey(o.Shard, c.Epoch), data, c.Epoch)
+}
+
+// putOnce creates key, retrying a failed request a few times: a failure
+// may be a lost response to a create that landed, which the retry's 412
+// (ErrConflict) and the caller's read of the object then recognise.
+func putOnce(ctx context.Context, b blobtier.Bucket, key string, data []byte, epoch uint64) error {
+	var err error
+	for try := 0; try < 3; try++ {
+		if err = b.PutIfAbsent(ctx, key, data, epoch); err == nil || errors.Is(err, blobtier.ErrConflict) || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
 }
 
 // listClaims returns the highest claimed epoch and the set present.
