@@ -79,7 +79,11 @@ func TestFenceSyncPutBetweenClaimAndListIsAcknowledgedFromTheCut(t *testing.T) {
 		if isPut(op, key, "ep") && err == nil {
 			onceB.Do(func() {
 				go func() { res <- ackA.append(t, a, ev("a", 3)) }()
-				<-putDone
+				select {
+				case <-putDone:
+				case <-time.After(3 * time.Second):
+					t.Error("A's put never landed between B's claim and B's listing")
+				}
 			})
 		}
 		return err
