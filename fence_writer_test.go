@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -294,5 +295,64 @@ func TestFenceSixteenClaimantsRaceForOneEpoch(t *testing.T) {
 func hydrateWith(b blobtier.Bucket) func(context.Context, string) (coldload.Report, error) {
 	return func(ctx context.Context, dir string) (coldload.Report, error) {
 		return coldload.Hydrate(ctx, b, 0, dir, coldload.Options{AllowEmpty: true})
+	}
+}
+
+// TestFenceStaleOwnersDisk: a disk whose owner.json names a superseded
+// epoch is refused by a one-shot writer (invalid state, exit 3, naming the
+// claimant) with nothing changed, unless Takeover; a server moves it aside
+// as shard-NNNN.fenced-<epoch> and takes over from the bucket.
+func TestFenceStaleOwnersDisk(t *testing.T) {
+	ctx := ctxT(t)
+	shared := casBucket(t)
+	root := t.TempDir()
+	a := mustOpen(t, fenceOpts(root, newView(shared), false))
+	a.Append(ctx, ev("a", 1))
+	if _, err := a.Ship(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	a.Append(ctx, ev("a", 2)) // shipped by Close
+	a.Close()
+	b := mustOpen(t, fenceOpts(t.TempDir(), newView(shared), false))
+	b.Close()
+
+	v := newView(shared)
+	_, err := Open(ctx, fenceOpts(root, v, false))
+	if !errors.Is(err, takeover.ErrStaleOwner) || Class(err) != ClassInvalidState || !strings.Contains(err.Error(), "--takeover") {
+		t.Fatalf("one-shot open of a stale owner's disk: %v (class %s)", err, Class(err))
+	}
+	if puts := v.count(blobtier.OpPut, ""); puts != 0 {
+		t.Fatalf("the refused open wrote %d objects", puts)
+	}
+	if o, ok, _ := localseg.ReadOwner(localseg.OSFS{}, localseg.ShardDir(root, 0)); !ok || o.Epoch != 1 {
+		t.Fatalf("the refused open changed owner.json: %+v %v", o, ok)
+	}
+	for _, takeOver := range []bool{true, false} {
+		o := fenceOpts(root, newView(shared), false)
+		if takeOver {
+			o.Takeover = true
+		} else {
+			o.NoBackground = false // a server
+		}
+		l := mustOpen(t, o)
+		want := uint64(3)
+		if !takeOver {
+			want = 5
+		}
+		if l.ship.Epoch() != want || l.store.Tip() != 2 {
+			t.Fatalf("takeover=%v: epoch %d tip %d, want epoch %d over the bucket's 2 events", takeOver, l.ship.Epoch(), l.store.Tip(), want)
+		}
+		l.Close()
+		if takeOver {
+			// make the disk stale again for the server's turn
+			bb := mustOpen(t, fenceOpts(t.TempDir(), newView(shared), false))
+			bb.Close()
+		}
+	}
+	for _, e := range []uint64{1, 3} {
+		aside := localseg.FencedDir(localseg.ShardDir(root, 0), e)
+		if o, ok, err := localseg.ReadOwner(localseg.OSFS{}, aside); !ok || o.Epoch != e {
+			t.Fatalf("%s: owner %+v ok=%v err=%v", aside, o, ok, err)
+		}
 	}
 }

@@ -708,6 +708,7 @@ func runServe(c *cli, args []string) int {
 	drain := f.Duration("shutdown-timeout", 10*time.Second, "on SIGTERM, how long requests in flight may take to finish")
 	startup := f.Duration("startup-timeout", 0, fmt.Sprintf("how long opening retries a bucket that does not answer before it gives up (default %v)", bucketlog.DefaultStartupTimeout))
 	shipTimeout := f.Duration("shutdown-ship-timeout", 0, "on SIGTERM, the bound on the last tail shipment (default 10s)")
+	fence := addFencingFlags(f, false)
 	if stop, code := c.parse(f, args); stop {
 		return code
 	}
@@ -719,6 +720,7 @@ func runServe(c *cli, args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
+	fence.apply(&opts)
 	if *sync {
 		if opts.BucketURL == "" {
 			return c.fail(usagef("--sync-to-bucket needs a bucket (--bucket or BUCKETLOG_BUCKET_URL)"))
