@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/bucketlog/bucketlog/blobtier"
+	"github.com/bucketlog/bucketlog/fencing"
 	"github.com/bucketlog/bucketlog/internal/takeover"
 	"github.com/bucketlog/bucketlog/localseg"
 )
@@ -352,3 +353,66 @@ func TestFenceREDControl(t *testing.T) {
 }
 
 var _ = takeover.ErrStaleOwner
+
+// A's rw/cur compare-and-swap after B's takeover bumped their epoch: the
+// cursor write (which needs no tail put, so no HEAD precedes it) and GC's
+// watermark are refused as fenced, and the objects keep B's epoch. Kills
+// the mutant without the rw/cur bump.
+func TestFenceZombieCursorAndWatermarkCASAfterTheBump(t *testing.T) {
+	for _, what := range []string{"cursor", "watermark"} {
+		t.Run(what, func(t *testing.T) {
+			ctx := ctxT(t)
+			shared := casBucket(t)
+			a := mustOpen(t, fenceOpts(t.TempDir(), newView(shared), false))
+			defer a.Close()
+			for i := 1; i <= 6; i++ {
+				a.Append(ctx, ev("a", i))
+				if i%2 == 0 {
+					if _, err := a.Ship(ctx, true); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if _, err := a.Pull(ctx, "c", 1); err != nil {
+				t.Fatal(err)
+			}
+			if what == "watermark" {
+				if _, err := a.Ack(ctx, "c", 6); err != nil { // GC may reclaim everything
+					t.Fatal(err)
+				}
+			}
+			if _, err := a.Ship(ctx, false); err != nil {
+				t.Fatal(err)
+			}
+			b := mustOpen(t, fenceOpts(t.TempDir(), newView(shared), false))
+			defer b.Close()
+			key := blobtier.CursorKey(0)
+			if what == "watermark" {
+				key = blobtier.WatermarkKey(0)
+			}
+			before, _, err := shared.Get(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e, _ := fencing.StoredEpoch(before); e != 2 {
+				t.Fatalf("%s after the takeover carries epoch %d, want 2: %s", key, e, before)
+			}
+			if what == "cursor" {
+				if _, err := a.Ack(ctx, "c", 3); err != nil {
+					t.Fatal(err)
+				}
+				wantFenced(t, "A's cursor write", a.ship.ShipTail(ctx))
+			} else {
+				_, err := a.GC(ctx, GCRequest{MinRetainedSegments: 1, MaxRetainedSegments: 1})
+				wantFenced(t, "A's GC", err)
+			}
+			after, _, err := shared.Get(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(after) != string(before) {
+				t.Fatalf("A rewrote %s after the bump: %s → %s", key, before, after)
+			}
+		})
+	}
+}

@@ -93,7 +93,10 @@ func (s *Shipper) certifyShipped(ctx context.Context) error {
 
 // markFenced puts the shipper in the fenced state (once) and returns why.
 func (s *Shipper) markFenced(claimant uint64, detail string) error {
-	shipped := s.repl.ShippedThrough()
+	var shipped uint64
+	if s.repl != nil { // nil while New reconciles
+		shipped = s.repl.ShippedThrough()
+	}
 	tip := s.store.Tip()
 	s.mu.Lock()
 	defer s.mu.Unlock()

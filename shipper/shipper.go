@@ -120,6 +120,9 @@ func New(ctx context.Context, store Store, b blobtier.Bucket, o Options) (*Shipp
 		pendingTails: map[string]*pendingTail{},
 		shippedCh:    make(chan struct{}),
 	}
+	if o.Fencing {
+		s.b = newEpochGuard(b, o.Shard, o.Epoch, s.markFenced)
+	}
 	deadline := time.Now().Add(o.StartupTimeout)
 	backoff := 100 * time.Millisecond
 	for {

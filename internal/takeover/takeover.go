@@ -40,6 +40,7 @@ import (
 	"github.com/bucketlog/bucketlog/coldload"
 	"github.com/bucketlog/bucketlog/fencing"
 	"github.com/bucketlog/bucketlog/localseg"
+	"github.com/bucketlog/bucketlog/watermark"
 )
 
 // ErrStaleOwner (an invalid state): a one-shot writer found a disk whose
@@ -194,6 +195,14 @@ func (b *Begun) recover(ctx context.Context) error {
 	if m > b.epoch {
 		return &fencing.FencedError{Shard: o.Shard, Epoch: b.epoch, Claimant: m, Detail: "superseded during the takeover"}
 	}
+	// Step 5: from here on every compare-and-swap of an older epoch on the
+	// watermark or the cursor object fails.
+	if err := b.bump(ctx, blobtier.WatermarkKey(o.Shard), true); err != nil {
+		return err
+	}
+	if err := b.bump(ctx, blobtier.CursorKey(o.Shard), false); err != nil {
+		return err
+	}
 	if b.starts, err = readStarts(ctx, o.Bucket, o.Shard); err != nil {
 		return err
 	}
@@ -296,6 +305,52 @@ func (b *Begun) finished(ctx context.Context, rec fencing.StartRecord) error {
 	o.Logger.Info("took the shard over", "epoch", b.epoch, "prev_epoch", rec.PrevEpoch, "prev_end_seq", rec.PrevEndSeq,
 		"fence_segment", rec.FenceSegment, "start_segment", rec.StartSegment)
 	return nil
+}
+
+// bump rewrites a mutable object with the same fields and our epoch, by
+// compare-and-swap, only while its epoch is lower (a higher one: we are
+// superseded). An absent watermark is created at zero (create); an absent
+// cursor object is left absent (an empty one would read as "every
+// consumer deleted"). A damaged object is left to the owner's repair,
+// which writes it through the same epoch guard.
+func (b *Begun) bump(ctx context.Context, key string, create bool) error {
+	o := b.o
+	for try := 0; try < 8; try++ {
+		data, ver, err := o.Bucket.GetVersioned(ctx, key)
+		switch {
+		case errors.Is(err, blobtier.ErrNotFound):
+			if !create {
+				return nil
+			}
+			data = watermark.Mark{V: 1}.Encode()
+		case errors.Is(err, blobtier.ErrCorrupt):
+			return nil
+		case err != nil:
+			return fmt.Errorf("read %s to bump its epoch: %w", key, err)
+		}
+		stored, err := fencing.StoredEpoch(data)
+		if err != nil {
+			return nil // does not decode: the owner's repair rewrites it
+		}
+		switch {
+		case stored > b.epoch:
+			return &fencing.FencedError{Shard: o.Shard, Epoch: b.epoch, Claimant: stored, Detail: key + " carries a newer epoch"}
+		case stored == b.epoch:
+			return nil // a resumed takeover bumped it already
+		}
+		body, err := fencing.WithEpoch(data, b.epoch)
+		if err != nil {
+			return err
+		}
+		err = o.Bucket.CompareAndSwap(ctx, key, body, ver)
+		if err == nil || !errors.Is(err, blobtier.ErrPrecondition) {
+			if err != nil {
+				return fmt.Errorf("bump the epoch of %s: %w", key, err)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("bump the epoch of %s: lost every compare-and-swap race", key)
 }
 
 func claimExists(ctx context.Context, o Options, epoch uint64) (bool, error) {
