@@ -26,6 +26,7 @@ type epochGuard struct {
 	shard  uint32
 	epoch  uint64
 	fenced func(claimant uint64, detail string) error
+	check  func(ctx context.Context) error // HEAD of the next claim
 
 	mu   sync.Mutex
 	seen map[string]seenVersion // key → the last version read and its epoch
@@ -36,8 +37,8 @@ type seenVersion struct {
 	epoch uint64
 }
 
-func newEpochGuard(b blobtier.Bucket, shard uint32, epoch uint64, fenced func(uint64, string) error) *epochGuard {
-	return &epochGuard{Bucket: b, shard: shard, epoch: epoch, fenced: fenced, seen: map[string]seenVersion{}}
+func newEpochGuard(b blobtier.Bucket, shard uint32, epoch uint64, fenced func(uint64, string) error, check func(context.Context) error) *epochGuard {
+	return &epochGuard{Bucket: b, shard: shard, epoch: epoch, fenced: fenced, check: check, seen: map[string]seenVersion{}}
 }
 
 func mutableKey(shard uint32, key string) bool {
@@ -62,7 +63,13 @@ func (g *epochGuard) CompareAndSwap(ctx context.Context, key string, data []byte
 	if !mutableKey(g.shard, key) {
 		return g.Bucket.CompareAndSwap(ctx, key, data, expect)
 	}
-	if expect != "" {
+	if expect == "" {
+		// A create carries no stored epoch to compare: a takeover leaves an
+		// absent object absent, so the create checks the next claim first.
+		if err := g.check(ctx); err != nil {
+			return err
+		}
+	} else {
 		g.mu.Lock()
 		s, ok := g.seen[key]
 		g.mu.Unlock()

@@ -121,7 +121,7 @@ func New(ctx context.Context, store Store, b blobtier.Bucket, o Options) (*Shipp
 		shippedCh:    make(chan struct{}),
 	}
 	if o.Fencing {
-		s.b = newEpochGuard(b, o.Shard, o.Epoch, s.markFenced)
+		s.b = newEpochGuard(b, o.Shard, o.Epoch, s.markFenced, s.checkFence)
 	}
 	deadline := time.Now().Add(o.StartupTimeout)
 	backoff := 100 * time.Millisecond

@@ -73,6 +73,11 @@ type Begun struct {
 	nonce   string
 	needCut bool
 	starts  []fencing.StartRecord // the start records listed after the claim
+	// recorded: owner.json names our claim; bumped: rw and cur carry our
+	// epoch. An authoritative local store gets both only once the engine's
+	// checks passed (a refused open changes neither the directory nor
+	// rw/cur).
+	recorded, bumped bool
 	// Hydrated is the cold load's report when the takeover hydrated.
 	Hydrated *coldload.Report
 	// MovedAside is where a stale owner's directory went ("" if none).
@@ -119,7 +124,7 @@ func Begin(ctx context.Context, o Options) (*Begun, error) {
 			return nil, err
 		}
 		if !next {
-			b.epoch, b.nonce = owner.Epoch, owner.Nonce
+			b.epoch, b.nonce, b.recorded = owner.Epoch, owner.Nonce, true
 			if owner.Cut {
 				return b, nil // same-disk restart: one HEAD
 			}
@@ -176,9 +181,14 @@ func (b *Begun) claim(ctx context.Context) error {
 		}
 	}
 	b.epoch, b.nonce, b.needCut, b.Claimed = c.Epoch, c.Nonce, true, true
+	isStore, err := localseg.IsStore(o.Dir)
+	if err != nil || isStore {
+		return err // recorded in Finish, after the engine's checks
+	}
 	if err := localseg.WriteOwner(o.FS, o.Dir, localseg.Owner{Epoch: c.Epoch, Nonce: c.Nonce}); err != nil {
 		return err
 	}
+	b.recorded = true
 	return nil
 }
 
@@ -195,20 +205,20 @@ func (b *Begun) recover(ctx context.Context) error {
 	if m > b.epoch {
 		return &fencing.FencedError{Shard: o.Shard, Epoch: b.epoch, Claimant: m, Detail: "superseded during the takeover"}
 	}
-	// Step 5: from here on every compare-and-swap of an older epoch on the
-	// watermark or the cursor object fails.
-	if err := b.bump(ctx, blobtier.WatermarkKey(o.Shard), true); err != nil {
+	isStore, err := localseg.IsStore(o.Dir)
+	if err != nil {
 		return err
 	}
-	if err := b.bump(ctx, blobtier.CursorKey(o.Shard), false); err != nil {
-		return err
+	if !isStore {
+		if err := b.bumpAll(ctx); err != nil {
+			return err
+		}
 	}
 	if b.starts, err = readStarts(ctx, o.Bucket, o.Shard); err != nil {
 		return err
 	}
-	isStore, err := localseg.IsStore(o.Dir)
-	if err != nil || isStore {
-		return err // an authoritative local store: the engine's checks run next
+	if isStore {
+		return nil // an authoritative local store: the engine's checks run next
 	}
 	staged := localseg.TakeoverStagingDir(o.Dir)
 	if err := localseg.RemoveStaged(o.FS, staged); err != nil {
@@ -234,6 +244,15 @@ func (b *Begun) Finish(ctx context.Context, snap localseg.Snapshot) error {
 		return nil
 	}
 	o := b.o
+	if err := b.bumpAll(ctx); err != nil {
+		return err
+	}
+	if !b.recorded {
+		if err := localseg.WriteOwner(o.FS, o.Dir, localseg.Owner{Epoch: b.epoch, Nonce: b.nonce}); err != nil {
+			return err
+		}
+		b.recorded = true
+	}
 	// The chain the cut extends must be the one listed after the claim:
 	// a cut written since (a stalled lower claimant's) changes it, and the
 	// takeover starts over on the next open.
@@ -307,11 +326,29 @@ func (b *Begun) finished(ctx context.Context, rec fencing.StartRecord) error {
 	return nil
 }
 
+// bumpAll is step 5: from here on every compare-and-swap of an older epoch
+// on the watermark or the cursor object fails.
+func (b *Begun) bumpAll(ctx context.Context) error {
+	if b.bumped {
+		return nil
+	}
+	if err := b.bump(ctx, blobtier.WatermarkKey(b.o.Shard), false); err != nil {
+		return err
+	}
+	if err := b.bump(ctx, blobtier.CursorKey(b.o.Shard), false); err != nil {
+		return err
+	}
+	b.bumped = true
+	return nil
+}
+
 // bump rewrites a mutable object with the same fields and our epoch, by
 // compare-and-swap, only while its epoch is lower (a higher one: we are
-// superseded). An absent watermark is created at zero (create); an absent
-// cursor object is left absent (an empty one would read as "every
-// consumer deleted"). A damaged object is left to the owner's repair,
+// superseded). An absent object is left absent (create is false for both:
+// a watermark at zero would make an empty shard's bucket non-empty, and an
+// empty cursor object would read as "every consumer deleted"); a writer
+// creates either only after a HEAD of the next claim found none (the
+// shipper's epoch guard). A damaged object is left to the owner's repair,
 // which writes it through the same epoch guard.
 func (b *Begun) bump(ctx context.Context, key string, create bool) error {
 	o := b.o
