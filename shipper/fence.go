@@ -17,6 +17,7 @@ import (
 
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/fencing"
+	"github.com/bucketlog/bucketlog/frame"
 )
 
 // ErrFenced is the class of a fenced writer's refusals (fencing.ErrFenced).
@@ -130,11 +131,14 @@ func (s *Shipper) Fenced() error {
 // conflict classifies a 412 on one of our write-once keys by its occupant
 // (the upload rule of writer fencing): an occupant of a newer epoch fences
 // us; one of our own epoch with other bytes is a second writer with our
-// epoch (stop); an occupant of an older epoch is a stale writer's garbage,
-// which this shipper does not delete (the bucket API has no delete
-// conditional on that very object): the upload fails and is retried (a
-// tail ships under another last sequence once more events arrive).
-func (s *Shipper) conflict(ctx context.Context, key string, err error) error {
+// epoch (stop); an occupant of an older epoch holding exactly our bytes
+// whose frames the lineage keeps (an earlier owner's upload of the same
+// history: a hydrated segment put again) is success (nil); any other
+// occupant of an older epoch is a stale writer's garbage, which this
+// shipper does not delete (the bucket API has no delete conditional on
+// that very object): errGarbageOccupant (the tail's events ship in a
+// sealed segment instead; a segment upload is retried).
+func (s *Shipper) conflict(ctx context.Context, key string, data []byte, err error) error {
 	if !s.fencingOn() {
 		return s.secondWriter(key, err)
 	}
@@ -144,12 +148,43 @@ func (s *Shipper) conflict(ctx context.Context, key string, err error) error {
 		return fmt.Errorf("%w; stat of the occupant: %v", err, serr)
 	case serr == nil && info.Meta.Epoch > s.o.Epoch:
 		return s.markFenced(info.Meta.Epoch, "an object of epoch "+fmt.Sprint(info.Meta.Epoch)+" occupies "+key)
+	case serr == nil && info.Meta.Epoch < s.o.Epoch && s.validOlder(ctx, info, data):
+		return nil
 	case serr == nil && info.Meta.Epoch < s.o.Epoch:
 		s.log.Warn("a stale writer's object of an older epoch occupies one of our keys; not deleted: the events ship in a sealed segment instead",
 			"key", key, "occupant_epoch", info.Meta.Epoch, "epoch", s.o.Epoch)
 		return fmt.Errorf("%w: an object of the older epoch %d occupies %s: %v", errGarbageOccupant, info.Meta.Epoch, key, err)
 	}
 	return s.secondWriter(key, err)
+}
+
+// validOlder reports whether an older epoch's object holds exactly data
+// and the lineage keeps every frame of it (its epoch on the chain, its
+// last sequence within the epoch's end, a segment below the fence).
+func (s *Shipper) validOlder(ctx context.Context, info blobtier.ObjectInfo, data []byte) bool {
+	if info.ParseErr != nil || info.Meta.Length != int64(len(data)) || info.Meta.XXH64 != blobtier.Digest(data) {
+		return false
+	}
+	lin, _, err := s.readLineage(ctx)
+	if err != nil {
+		return false
+	}
+	k, e := info.Parsed, info.Meta.Epoch
+	switch k.Kind {
+	case blobtier.KindSegment:
+		if lin.SkipSegment(e, k.Segment) {
+			return false
+		}
+		for f, ferr := range frame.Frames(data) {
+			if ferr != nil || (f.Kind == frame.KindEvent && !lin.ValidSeq(e, f.Seq)) {
+				return false
+			}
+		}
+		return true
+	case blobtier.KindTail:
+		return lin.ValidSeq(e, k.LastSeq)
+	}
+	return false
 }
 
 // errGarbageOccupant: a stale writer's object of an older epoch sits under

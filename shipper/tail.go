@@ -59,7 +59,21 @@ func (s *Shipper) shipTail(ctx context.Context) error {
 		// The 412 rule with the epoch: a newer occupant fences us, an older
 		// one is a stale writer's garbage, ours with other bytes a second
 		// writer.
-		hooks.Conflict = func(bt tailbatch.Batch, err error) error { return s.conflict(ctx, bt.Key, err) }
+		hooks.Conflict = func(bt tailbatch.Batch, err error) error {
+			data, rerr := s.store.ReadRange(bt.Segment, bt.Start, bt.End-bt.Start)
+			if rerr != nil {
+				return errors.Join(err, rerr)
+			}
+			if cerr := s.conflict(ctx, bt.Key, data, err); cerr != nil {
+				return cerr
+			}
+			// An older epoch's copy of these bytes the lineage keeps: it
+			// counts only if it reads back intact.
+			if _, _, gerr := s.b.Get(ctx, bt.Key); gerr != nil {
+				return fmt.Errorf("%w: %s reads back: %v", errGarbageOccupant, bt.Key, gerr)
+			}
+			return nil
+		}
 	}
 	res, failure := s.repl.ReplicateWith(ctx, s.store, s.b, hooks)
 	if conflictKey != "" {
