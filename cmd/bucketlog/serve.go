@@ -681,7 +681,7 @@ in flight across the server are bounded by --max-inflight-body-bytes
 a request beyond it is refused at once, before its body is read, with 503,
 "class":"storage" and Retry-After (nothing written; retry). Unknown fields
 and query parameters are refused (400). Statuses: 400 usage/invalid_input, 404 unknown consumer,
-409 invalid_state, 413 too large, 421 not_owner, 503 storage or not ready.
+409 invalid_state or fenced (a newer owner claimed the shard; /readyz then 503, /healthz 200), 413 too large, 421 not_owner, 503 storage or not ready.
 A batch is refused whole, but a crash in the middle of writing one may leave
 an unacknowledged prefix. The log does not de-duplicate client retries.
 
