@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/coldload"
@@ -354,5 +355,39 @@ func TestFenceStaleOwnersDisk(t *testing.T) {
 		if o, ok, err := localseg.ReadOwner(localseg.OSFS{}, aside); !ok || o.Epoch != e {
 			t.Fatalf("%s: owner %+v ok=%v err=%v", aside, o, ok, err)
 		}
+	}
+}
+
+// TestFenceSyncAppendCost: what fencing adds to a synchronous append with
+// a 20 ms bucket round trip: one HEAD per group commit. The latencies are
+// logged (not asserted: they depend on the machine); the request counts are.
+func TestFenceSyncAppendCost(t *testing.T) {
+	const n = 5
+	perAppend := map[bool]float64{}
+	lat := map[bool]time.Duration{}
+	for _, fenced := range []bool{false, true} {
+		v := newView(casBucket(t))
+		v.noCAS = !fenced
+		a := mustOpen(t, fenceOpts(t.TempDir(), v, true))
+		if err := (acked{}).append(t, a, ev("w", 0)); err != nil { // the first cursor object
+			t.Fatal(err)
+		}
+		v.setHooks(func(blobtier.Op, string) error { time.Sleep(20 * time.Millisecond); return nil }, nil)
+		v.resetCounts()
+		start := time.Now()
+		for i := 1; i <= n; i++ {
+			if err := (acked{}).append(t, a, ev("w", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		lat[fenced] = time.Since(start) / n
+		perAppend[fenced] = float64(v.total()) / n
+		v.setHooks(nil, nil)
+		a.Close()
+	}
+	t.Logf("sync append with a 20 ms bucket round trip: unfenced %v (%.1f requests), fenced %v (%.1f requests)",
+		lat[false], perAppend[false], lat[true], perAppend[true])
+	if perAppend[true]-perAppend[false] != 1 {
+		t.Fatalf("fencing adds %.1f requests per synchronous append, want 1 (the HEAD)", perAppend[true]-perAppend[false])
 	}
 }

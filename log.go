@@ -116,31 +116,20 @@ func (l *Log) open(ctx context.Context) error {
 	}
 	l.openRep = OpenReport{Shard: o.ShardIndex, Dir: l.dir}
 
-	// The open's claim (internal/takeover) runs first; an empty disk with a
-	// bucket is hydrated from the bucket, so the store opens over what the
-	// bucket holds.
+	// The open's claim (internal/takeover) runs first; it hydrates an empty
+	// disk from the bucket, so the store opens over what the bucket holds.
 	if l.bucket != nil && !o.ReadOnly {
 		hydrate := func(ctx context.Context, dir string) (coldload.Report, error) {
-			rep, err := coldload.Hydrate(ctx, l.bucket, uint32(o.ShardIndex), dir, coldload.Options{AllowEmpty: true, Store: localseg.Options{FS: o.FS, SegmentMaxBytes: o.SegmentMaxBytes}})
-			if err == nil {
-				l.openRep.Hydrated, l.openRep.Hydrate = rep.Objects > 0, &rep
-				l.m.TailRecoveredRecords.Add(float64(rep.TailRecords))
-				l.m.TailObjectsSuperseded.Add(float64(rep.TailSuperseded))
-			}
-			return rep, err
+			return coldload.Hydrate(ctx, l.bucket, uint32(o.ShardIndex), dir, coldload.Options{AllowEmpty: true, Store: localseg.Options{FS: o.FS, SegmentMaxBytes: o.SegmentMaxBytes}})
 		}
 		if l.fence, err = takeover.Begin(ctx, takeover.Options{Shard: uint32(o.ShardIndex), Dir: l.dir, FS: o.FS, Bucket: l.bucket, Owner: takeover.DefaultOwner(),
 			RequireFencing: o.RequireFencing, OneShot: o.NoBackground, Takeover: o.Takeover, Hydrate: hydrate, Logger: l.log}); err != nil {
 			return err
 		}
-		empty, err := dirIsEmptyStore(l.dir)
-		if err != nil {
-			return err
-		}
-		if empty {
-			if _, err := hydrate(ctx, l.dir); err != nil {
-				return fmt.Errorf("hydrate shard %d from the bucket: %w", o.ShardIndex, err)
-			}
+		if rep := l.fence.Hydrated; rep != nil {
+			l.openRep.Hydrated, l.openRep.Hydrate = rep.Objects > 0, rep
+			l.m.TailRecoveredRecords.Add(float64(rep.TailRecords))
+			l.m.TailObjectsSuperseded.Add(float64(rep.TailSuperseded))
 		}
 	}
 

@@ -97,8 +97,32 @@ func (b *Begun) Epoch() uint64 {
 // Fencing reports whether the writer runs fenced (false for a nil Begun).
 func (b *Begun) Fencing() bool { return b != nil && b.fencing }
 
-// Begin decides and runs the open's claim, up to (not including) the cut.
+// Begin decides and runs the open's claim, up to (not including) the cut,
+// and hydrates a shard directory that holds no store (Hydrated).
 func Begin(ctx context.Context, o Options) (*Begun, error) {
+	b, err := begin(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	if b.Hydrated == nil {
+		// Unfenced (or a same-disk restart over a directory without a
+		// store): an empty disk is hydrated in place, as before fencing.
+		is, err := localseg.IsStore(o.Dir)
+		if err != nil {
+			return nil, err
+		}
+		if !is {
+			rep, err := o.Hydrate(ctx, o.Dir)
+			if err != nil {
+				return nil, fmt.Errorf("hydrate shard %d from the bucket: %w", o.Shard, err)
+			}
+			b.Hydrated = &rep
+		}
+	}
+	return b, nil
+}
+
+func begin(ctx context.Context, o Options) (*Begun, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
