@@ -12,6 +12,13 @@
 // same); the tick's upload replaces it when its batch has the same key. A
 // damaged tail object whose metadata names other bytes is a diverged
 // history (ErrDiverged).
+//
+// Writer fencing (Options.Fencing, shipper/fence*.go): every object carries
+// the writer's epoch; a tail batch commits, and a synchronous append is
+// acknowledged, only after a HEAD of the next epoch's claim, sent after the
+// put completed, found none; rw and cur are rewritten only while they carry
+// no higher epoch. A newer claim puts the shipper in the fenced state for
+// good (Fenced, fencing.ErrFenced): it never claims again by itself.
 package shipper
 
 import (

@@ -17,8 +17,11 @@
 // and compare-and-swap runs unfenced at epoch 0 (one WARN), unless
 // RequireFencing makes that a usage error. A claim lost to another starter
 // is a *fencing.FencedError: the process stays down (not ready) and never
-// claims higher by itself. The mutable objects' epoch bump (rw, cur) is not
-// done here yet (see the package's report).
+// claims higher by itself. The legacy adoption claims first and checks the
+// store against the bucket as it is after the claim (a refused store leaves
+// the claim unstarted, the directory and rw/cur untouched). The cut's
+// segment ids are recorded (fence_segment, start_segment), but the store's
+// own ids are not moved to start_segment yet.
 //
 // Crash assumptions: owner.json is written durably right after the claim
 // succeeds, so a crash from there on is a same-disk restart that resumes
