@@ -15,7 +15,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // ownerName is the fencing record of a shard directory.
@@ -185,4 +187,43 @@ func removeTree(fsys FS, path string) error {
 		return fmt.Errorf("localseg: remove %s: %w", path, err)
 	}
 	return nil
+}
+
+// FencedEpochs lists the epochs of dir's moved-aside directories
+// (FencedDir(dir, e) for each e), in ascending order.
+func FencedEpochs(dir string) ([]uint64, error) {
+	dir = filepath.Clean(dir)
+	entries, err := os.ReadDir(filepath.Dir(dir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	prefix := filepath.Base(dir) + ".fenced-"
+	var out []uint64
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		if n, err := strconv.ParseUint(rest, 10, 64); err == nil && FencedDir(dir, n) == filepath.Join(filepath.Dir(dir), e.Name()) {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// RemoveFenced removes the moved-aside directory FencedDir(dir, epoch) and
+// everything in it, then syncs the parent.
+func RemoveFenced(fsys FS, dir string, epoch uint64) error {
+	to := FencedDir(dir, epoch)
+	if _, err := fsys.Stat(to); err != nil {
+		return fmt.Errorf("localseg: %s: %w", to, err)
+	}
+	if err := removeTree(fsys, to); err != nil {
+		return err
+	}
+	return fsys.SyncDir(filepath.Dir(to))
 }
