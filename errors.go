@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/bucketlog/bucketlog/affinity"
+	"github.com/bucketlog/bucketlog/fencing"
 	"github.com/bucketlog/bucketlog/localseg"
 	"github.com/bucketlog/bucketlog/shipper"
 )
@@ -59,6 +60,9 @@ var (
 	// ErrNotReady (storage): the engine is not ready (still opening, or
 	// stopped).
 	ErrNotReady = errors.New("bucketlog: not ready")
+	// ErrFenced (fenced): a newer owner claimed the shard; every write is
+	// refused (a *FencedError names the shard, our epoch and the claimant's).
+	ErrFenced = shipper.ErrFenced
 	// ErrClosed (storage): the engine was closed.
 	ErrClosed = errors.New("bucketlog: closed")
 )
@@ -73,7 +77,11 @@ const (
 	ClassStorage      = "storage"
 	ClassNotOwner     = "not_owner"
 	ClassNotInBucket  = "not_in_bucket"
+	ClassFenced       = "fenced"
 )
+
+// FencedError is the error of a fenced writer (shard, epoch, claimant).
+type FencedError = fencing.FencedError
 
 // classes is the taxonomy, in the order Class tries it: an error that
 // wraps two sentinels (a batch refusal naming an invalid event) takes the
@@ -83,6 +91,7 @@ var classes = []struct {
 	sentinel error
 }{
 	{ClassInvariant, ErrInvariant},
+	{ClassFenced, ErrFenced},
 	{ClassUsage, ErrUsage},
 	{ClassNotOwner, ErrNotOwner},
 	{ClassNotInBucket, ErrNotInBucket},
@@ -125,6 +134,8 @@ func HTTPStatus(err error) int {
 		return 421
 	case ClassNotInBucket:
 		return 202
+	case ClassFenced:
+		return 409
 	default:
 		return 503
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/bucketlog/bucketlog/affinity"
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/coldload"
+	"github.com/bucketlog/bucketlog/internal/takeover"
 	"github.com/bucketlog/bucketlog/localseg"
 	"github.com/bucketlog/bucketlog/metrics"
 	"github.com/bucketlog/bucketlog/reclaim"
@@ -33,6 +34,7 @@ type Log struct {
 	closeB func()           // closes a bucket opened from BucketURL
 	ship   *shipper.Shipper // nil without a bucket or when read-only
 	local  *shipper.Local   // GC of a writable store without a bucket
+	fence  *takeover.Begun  // the open's claim (writer fencing); nil without a bucket
 
 	poisoned atomic.Bool
 	closed   atomic.Bool
@@ -96,20 +98,25 @@ func (l *Log) open(ctx context.Context) error {
 	}
 	l.openRep = OpenReport{Shard: o.ShardIndex, Dir: l.dir}
 
-	// An empty disk with a bucket is hydrated from the bucket first, so the
-	// store opens over what the bucket holds.
+	// The open's claim (internal/takeover) runs first; it hydrates an empty
+	// disk from the bucket, so the store opens over what the bucket holds.
 	if l.bucket != nil && !o.ReadOnly {
-		var rep coldload.Report
-		var hydrated bool
-		err := shipper.RetryStartup(ctx, o.StartupTimeout, l.log, "hydrating from the bucket", func() (err error) {
-			rep, hydrated, err = coldload.HydrateEmpty(ctx, l.bucket, uint32(o.ShardIndex), l.dir, coldload.Options{AllowEmpty: true, Store: localseg.Options{FS: o.FS, SegmentMaxBytes: o.SegmentMaxBytes}})
-			return err
-		}, coldload.Transient)
-		if err != nil {
-			return fmt.Errorf("hydrate shard %d from the bucket: %w", o.ShardIndex, err)
+		hydrate := func(ctx context.Context, dir string) (rep coldload.Report, err error) {
+			err = shipper.RetryStartup(ctx, o.StartupTimeout, l.log, "hydrating from the bucket", func() (err error) {
+				rep, err = coldload.Hydrate(ctx, l.bucket, uint32(o.ShardIndex), dir, coldload.Options{AllowEmpty: true, Store: localseg.Options{FS: o.FS, SegmentMaxBytes: o.SegmentMaxBytes}})
+				return err
+			}, coldload.Transient)
+			if err != nil {
+				return rep, fmt.Errorf("hydrate shard %d from the bucket: %w", o.ShardIndex, err)
+			}
+			return rep, nil
 		}
-		if hydrated {
-			l.openRep.Hydrated, l.openRep.Hydrate = rep.Objects > 0, &rep
+		if l.fence, err = takeover.Begin(ctx, takeover.Options{Shard: uint32(o.ShardIndex), Dir: l.dir, FS: o.FS, Bucket: l.bucket, Owner: takeover.DefaultOwner(),
+			RequireFencing: o.RequireFencing, OneShot: o.NoBackground, Takeover: o.Takeover, Hydrate: hydrate, Logger: l.log}); err != nil {
+			return err
+		}
+		if rep := l.fence.Hydrated; rep != nil {
+			l.openRep.Hydrated, l.openRep.Hydrate = rep.Objects > 0, rep
 			l.m.ColdLoad(rep.TailRecords, rep.TailSuperseded, rep.ZombieObjects)
 		}
 	}
@@ -176,6 +183,15 @@ func (l *Log) open(ctx context.Context) error {
 		return err
 	}
 	l.ship = s
+	snap, err := l.store.Snapshot()
+	if err == nil {
+		err = l.fence.Finish(ctx, snap) // the cut, before any append is accepted
+	}
+	if err != nil {
+		l.m.Forget()
+		l.closeStore()
+		return err
+	}
 	found := s.Reconciled()
 	l.openRep.BucketTip, l.openRep.ShippedThrough = found.BucketTip, found.ShippedThrough
 	l.openRep.DurableSegments, l.openRep.Watermark, l.openRep.Store = found.DurableSegments, found.Watermark, l.store.OpenReport()
@@ -215,6 +231,8 @@ func (l *Log) shipperOptions(seals shipper.SealSignal) shipper.Options {
 		MaxUnshippedAge:    o.MaxUnshippedAge,
 		// Appends only: Refusing; acks and deletes check Stopped.
 		RefuseWhenUnshipped: o.RefuseWhenUnshipped,
+		Fencing:             l.fence.Fencing(),
+		Epoch:               l.fence.Epoch(),
 	}
 }
 

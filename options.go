@@ -103,6 +103,15 @@ type Options struct {
 	// Logger receives structured logs (nil: slog.Default()).
 	Logger *slog.Logger
 
+	// RequireFencing refuses a bucket that cannot fence writers (no atomic
+	// create-if-absent and compare-and-swap: file://, mem://) with ErrUsage
+	// instead of running unfenced at epoch 0.
+	RequireFencing bool
+	// Takeover lets a one-shot open (NoBackground) take the shard over from
+	// a disk whose owner epoch was superseded (moving it aside), instead of
+	// refusing it.
+	Takeover bool
+
 	// FS replaces the operating system's filesystem (tests).
 	FS FS
 	// Now replaces time.Now (tests).

@@ -182,7 +182,10 @@ func refusedDivergedAfterGC(t *testing.T, be backend, minRetained int) {
 		t.Fatalf("setup: watermark %+v, the old volume's active segment %d (want the watermark inside the old volume)", wm, active)
 	}
 	t.Logf("watermark %+v; the old volume holds segments %d..%d, tip %d", wm, oldSnap.Segments[0].ID, active, oldSnap.Tip)
-	if refusedIntact(t, v, old, bucketlog.ErrDiverged) == nil {
+	// With writer fencing the old volume's owner.json names a superseded
+	// epoch: a one-shot open refuses it as a stale owner's disk (invalid
+	// state), before any check of its data.
+	if refusedIntact(t, v, old, bucketlog.ErrInvalidState) == nil {
 		t.Fatal("the diverged old volume opened")
 	}
 	// Every event of the old volume is still readable from it.
@@ -222,12 +225,12 @@ func refusedSecondWriter(t *testing.T, be backend) {
 	if _, err := b.Ship(ctx, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Ship(ctx, false); !errors.Is(err, bucketlog.ErrSecondWriter) {
+	if _, err := a.Ship(ctx, false); !errors.Is(err, bucketlog.ErrSecondWriter) && !errors.Is(err, bucketlog.ErrFenced) {
 		t.Fatalf("the loser's ship: %v", err)
 	}
 	a.Close()
 	closeLog(t, b)
-	if refusedIntact(t, v, rootA, bucketlog.ErrDiverged) == nil {
+	if refusedIntact(t, v, rootA, bucketlog.ErrInvalidState) == nil { // fenced: a stale owner's disk
 		t.Fatal("the second writer's disk opened")
 	}
 }

@@ -32,6 +32,7 @@ var Names = []string{
 	"oldest_unreplicated_age_seconds", "unshipped_bytes", "consumer_lag",
 	"zombie_objects",
 	"bucket_request_seconds", "tip", "shipped_through", "base",
+	"fenced", "fenced_unpublished_records",
 }
 
 // Op is an operation of eventlog_ops_total.
@@ -124,6 +125,7 @@ type families struct {
 	tailObjectsRetained, tailObjectsUnparse *prometheus.GaugeVec
 	oldestUnsealed, oldestUnreplicated      *prometheus.GaugeVec
 	unshippedBytes                          *prometheus.GaugeVec
+	fenced, fencedUnpublished               *prometheus.GaugeVec
 	consumerLag                             *lagCollector
 	zombieObjects                           *prometheus.GaugeVec
 	bucketSeconds                           *prometheus.HistogramVec
@@ -169,6 +171,8 @@ func newFamilies() *families {
 		oldestUnreplicated:    gauge("oldest_unreplicated_age_seconds"),
 		unshippedBytes:        gauge("unshipped_bytes"),
 		zombieObjects:         gauge("zombie_objects"),
+		fenced:                gauge("fenced"),
+		fencedUnpublished:     gauge("fenced_unpublished_records"),
 		consumerLag: &lagCollector{
 			desc:   prometheus.NewDesc("bucketlog_consumer_lag", helps["consumer_lag"], []string{"shard", "consumer"}, nil),
 			shards: map[string]func() (uint64, map[string]uint64){},
@@ -190,6 +194,7 @@ func (f *families) all() []prometheus.Collector {
 		f.tailObjectsRetained, f.tailObjectsUnparse, f.oldestUnsealed, f.oldestUnreplicated, f.unshippedBytes,
 		f.zombieObjects,
 		f.bucketSeconds, f.positions,
+		f.fenced, f.fencedUnpublished,
 	}
 }
 
@@ -258,6 +263,11 @@ type Shard struct {
 	// ZombieObjects: the objects the last cold load skipped under the
 	// lineage rule of writer fencing (coldload.Report.ZombieObjects).
 	ZombieObjects prometheus.Gauge
+	// Fenced is 1 once a newer ownership epoch fenced this writer;
+	// FencedUnpublished counts the records it acknowledged locally beyond
+	// what the bucket holds (they stay in its directory).
+	Fenced            prometheus.Gauge
+	FencedUnpublished prometheus.Gauge
 
 	GCReclaimed prometheus.Counter
 	GCNoop      prometheus.Counter
@@ -298,6 +308,8 @@ func New(reg prometheus.Registerer, shard int) (*Shard, error) {
 		OldestUnreplicatedAge: f.oldestUnreplicated.WithLabelValues(s),
 		UnshippedBytes:        f.unshippedBytes.WithLabelValues(s),
 		ZombieObjects:         f.zombieObjects.WithLabelValues(s),
+		Fenced:                f.fenced.WithLabelValues(s),
+		FencedUnpublished:     f.fencedUnpublished.WithLabelValues(s),
 		GCReclaimed:           f.gcOps.WithLabelValues(s, "reclaimed"),
 		GCNoop:                f.gcOps.WithLabelValues(s, "noop"),
 		GCError:               f.gcOps.WithLabelValues(s, "error"),

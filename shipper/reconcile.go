@@ -235,7 +235,7 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 	// cursor's floor below counts the whole listing.)
 	intact := slices.DeleteFunc(slices.Clone(tv.TailObjects), func(info blobtier.ObjectInfo) bool { return damagedTails[info.Key] })
 	shipped := tailbatch.CursorFrom(s.shard, snap.ReclaimedSeq, ranges, intact)
-	s.repl = tailbatch.New(s.shard, shipped, tailbatch.Options{Disabled: !s.tailOn})
+	s.repl = tailbatch.New(s.shard, shipped, tailbatch.Options{Disabled: !s.tailOn, Epoch: s.o.Epoch})
 	switch {
 	case curDamaged && len(reputIDs) > 0:
 		// Not rebuilt yet: its floor counts our damaged segments, and must

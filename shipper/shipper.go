@@ -29,6 +29,13 @@
 // BucketWarnInterval) and an INFO when it ends. Only MaxUnshippedAge, when
 // set, turns a long outage into unreadiness (and, with RefuseWhenUnshipped,
 // refused appends).
+//
+// Writer fencing (Options.Fencing, shipper/fence*.go): every object carries
+// the writer's epoch; a tail batch commits, and a synchronous append is
+// acknowledged, only after a HEAD of the next epoch's claim, sent after the
+// put completed, found none; rw and cur are rewritten only while they carry
+// no higher epoch. A newer claim puts the shipper in the fenced state for
+// good (Fenced, fencing.ErrFenced): it never claims again by itself.
 package shipper
 
 import (
@@ -96,6 +103,7 @@ type Shipper struct {
 	// listing) keeps cleanup due for a few more passes.
 	pendingTails  map[string]*pendingTail
 	uploadBackoff time.Duration
+	certified     uint64        // writer fencing: shipped through here before a HEAD that found no newer claim
 	shippedCh     chan struct{} // closed and replaced whenever the shipped position moves
 	closing       bool          // Close released the synchronous waiters: none waits any more
 
@@ -145,6 +153,9 @@ func New(ctx context.Context, store Store, b blobtier.Bucket, o Options) (*Shipp
 	}
 	if s.watch.interval <= 0 {
 		s.watch.interval = DefaultBucketWarnInterval
+	}
+	if o.Fencing {
+		s.b = newEpochGuard(b, o.Shard, o.Epoch, s.markFenced, s.checkFence)
 	}
 	if err := RetryStartup(ctx, o.StartupTimeout, s.log, "checking the bucket", func() error { return s.reconcile(ctx) }, nil); err != nil {
 		return nil, err
@@ -218,6 +229,11 @@ type Options struct {
 	MaxUnshippedAge     time.Duration
 	RefuseWhenUnshipped bool
 	BucketWarnInterval  time.Duration
+	// Fencing turns on the writer's fencing checks (a bucket with
+	// create-if-absent and compare-and-swap); Epoch is the writer's
+	// ownership epoch, written on every object (0: unfenced).
+	Fencing bool
+	Epoch   uint64
 }
 
 // SealSignal is the store's seal hook: Sealed wakes the uploader without

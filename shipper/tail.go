@@ -25,7 +25,7 @@ func (s *Shipper) shipTail(ctx context.Context) error {
 	started, tipAtStart := s.o.Now(), s.store.Tip()
 	var committedMax uint64
 	var conflictKey string
-	res, failure := s.repl.ReplicateWith(ctx, s.store, s.b, tailbatch.Hooks{
+	hooks := tailbatch.Hooks{
 		// The shipped position may sit below the reclaim base: GC reclaims
 		// only segments durable in the bucket, so everything through the
 		// contiguous durable watermark is there. Move up to it and prepare
@@ -46,11 +46,56 @@ func (s *Shipper) shipTail(ctx context.Context) error {
 				conflictKey = bt.Key
 			}
 		},
+		AfterUpload: func(bt tailbatch.Batch) error {
+			if !s.fencingOn() {
+				return nil
+			}
+			before := s.repl.ShippedThrough()
+			if err := s.checkFence(ctx); err != nil {
+				return err
+			}
+			s.certify(max(before, bt.LastSeq))
+			return nil
+		},
 		CursorOnlyAfterSuccess: true,
 		HoldCursor:             s.cursorHeld,
-	})
+	}
+	if s.fencingOn() {
+		// The 412 rule with the epoch: a newer occupant fences us, an older
+		// one is a stale writer's garbage, ours with other bytes a second
+		// writer.
+		hooks.Conflict = func(bt tailbatch.Batch, err error) error {
+			data, rerr := s.store.ReadRange(bt.Segment, bt.Start, bt.End-bt.Start)
+			if rerr != nil {
+				return errors.Join(err, rerr)
+			}
+			if cerr := s.conflict(ctx, bt.Key, data, err); cerr != nil {
+				return cerr
+			}
+			// An older epoch's copy of these bytes the lineage keeps: it
+			// counts only if it reads back intact.
+			if _, _, gerr := s.b.Get(ctx, bt.Key); gerr != nil {
+				return fmt.Errorf("%w: %s reads back: %v", errGarbageOccupant, bt.Key, gerr)
+			}
+			return nil
+		}
+	}
+	res, failure := s.repl.ReplicateWith(ctx, s.store, s.b, hooks)
 	if conflictKey != "" {
 		return s.secondWriter(conflictKey, failure)
+	}
+	if errors.Is(failure, errGarbageOccupant) {
+		if err := s.shipAround(ctx); err != nil {
+			failure = errors.Join(failure, err)
+		} else {
+			failure = nil
+		}
+	}
+	if err := s.stopped(); err != nil {
+		return err // fenced by the check after the put
+	}
+	if failure == nil {
+		failure = s.certifyShipped(ctx)
 	}
 	if s.repl.ShippedThrough() > before {
 		s.watch.shipped(s.o.Now())
@@ -101,8 +146,11 @@ func (s *Shipper) waitShipped(ctx context.Context, seq uint64) error {
 		s.mu.Lock()
 		ch, stop, closing := s.shippedCh, s.stopErr, s.closing
 		s.mu.Unlock()
-		if s.repl.ShippedThrough() >= seq {
+		if s.confirmed() >= seq {
 			return nil
+		}
+		if errors.Is(stop, ErrFenced) {
+			return s.fencedVerdict(ctx, seq, stop)
 		}
 		if stop != nil {
 			return fmt.Errorf("%w (sequence %d): %v", ErrNotInBucket, seq, stop)
@@ -137,10 +185,12 @@ func (s *Shipper) shipUntil(ctx context.Context, seq uint64, deadline <-chan tim
 			return errClosedWaiting(seq)
 		}
 		err := s.shipTail(ctx)
-		if s.repl.ShippedThrough() >= seq {
+		if s.confirmed() >= seq {
 			return nil
 		}
-		if stop := s.stopped(); stop != nil {
+		if stop := s.stopped(); errors.Is(stop, ErrFenced) {
+			return s.fencedVerdict(ctx, seq, stop)
+		} else if stop != nil {
 			return fmt.Errorf("%w (sequence %d): %v", ErrNotInBucket, seq, stop)
 		}
 		select {

@@ -55,7 +55,13 @@ func (s *Shipper) uploadSealed(ctx context.Context) (UploadReport, error) {
 		key := blobtier.SegmentKey(s.shard, seg.ID)
 		err = s.putSegment(ctx, key, data)
 		if errors.Is(err, blobtier.ErrConflict) && !errors.Is(err, blobtier.ErrCorrupt) {
-			return rep, s.secondWriter(key, err)
+			if err = s.conflict(ctx, key, data, err); s.stopped() != nil {
+				return rep, err
+			}
+			if err != nil {
+				s.noteUpload(err)
+				return rep, fmt.Errorf("upload segment %d: %w", seg.ID, err)
+			}
 		}
 		if err != nil {
 			s.noteUpload(err)
@@ -95,7 +101,17 @@ func (s *Shipper) uploadSealed(ctx context.Context) (UploadReport, error) {
 func (s *Shipper) putSegment(ctx context.Context, key string, data []byte) error {
 	var err error
 	for round := 0; round < 2; round++ {
-		if err = s.b.PutIfAbsent(ctx, key, data, 0); err == nil {
+		err = s.b.PutIfAbsent(ctx, key, data, s.o.Epoch)
+		if errors.Is(err, blobtier.ErrConflict) && s.fencingOn() && !errors.Is(err, blobtier.ErrCorrupt) {
+			// An older epoch's object with these very bytes that the
+			// lineage keeps is this history's upload: read it back like
+			// ours (a damaged one is deleted and put again, now ours).
+			if cerr := s.conflict(ctx, key, data, err); cerr != nil {
+				return cerr
+			}
+			err = nil
+		}
+		if err == nil {
 			for try := 0; try < 2; try++ {
 				if _, _, err = s.b.Get(ctx, key); !errors.Is(err, blobtier.ErrCorrupt) {
 					break

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 
+	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
@@ -123,6 +124,17 @@ type Hooks struct {
 	// ShippedThrough, the pass calls Advance with it and prepares once
 	// more, rather than fail every pass.
 	Resync func() uint64
+	// AfterUpload, when set, runs after each batch's upload succeeded and
+	// before its Commit (writer fencing: the check that no newer epoch was
+	// claimed, made after the put completed). An error fails the batch like
+	// a failed upload: nothing is committed and the pass stops.
+	AfterUpload func(Batch) error
+	// Conflict, when set, classifies an upload that found another object
+	// under the batch's key (errors.Is(err, blobtier.ErrConflict)) before
+	// Fail records it: the error it returns replaces err, so a driver that
+	// knows the occupant is no second writer (writer fencing: a stale
+	// writer's object of an older epoch) keeps the replicator running.
+	Conflict func(Batch, error) error
 	// Committed is called after each batch's Commit, before the next
 	// upload.
 	Committed func(Batch)
@@ -156,7 +168,14 @@ func (r *Replicator) ReplicateWith(ctx context.Context, src Source, b Bucket, h 
 	}
 	var failure error
 	for _, bt := range batches {
-		if err := Upload(ctx, b, src, bt); err != nil {
+		err := Upload(ctx, b, src, bt)
+		if err != nil && h.Conflict != nil && errors.Is(err, blobtier.ErrConflict) {
+			err = h.Conflict(bt, err)
+		}
+		if err == nil && h.AfterUpload != nil {
+			err = h.AfterUpload(bt)
+		}
+		if err != nil {
 			r.Fail(bt, err)
 			res.Failed++
 			if h.Failed != nil {

@@ -93,6 +93,9 @@ type Batch struct {
 	FirstSeq, LastSeq uint64
 	// Key is blobtier.TailKey(Shard, FirstSeq, LastSeq).
 	Key string
+	// Epoch is the writer's ownership epoch, the object's `epoch` metadata
+	// (Options.Epoch; 0 without writer fencing).
+	Epoch uint64
 }
 
 // Len is the object's size in bytes.
@@ -113,6 +116,9 @@ type Options struct {
 	// "tail replication off" is expressed: the engine still publishes the
 	// cursor object as its sealed segments become durable.
 	Disabled bool
+	// Epoch is the writer's ownership epoch, written on every tail object
+	// (0: unfenced, every bucket written before writer fencing).
+	Epoch uint64
 	// MaxBatchBytes caps one tail object (default MaxBatchBytes = 8 MiB, at
 	// most blobtier.MaxObjectBytes). A single Event frame larger than the
 	// cap still ships, alone, in its own object.
@@ -310,6 +316,7 @@ func (r *Replicator) Prepare(src Source) ([]Batch, error) {
 			FirstSeq: ext.FirstSeq,
 			LastSeq:  ext.LastSeq,
 			Key:      blobtier.TailKey(r.shard, ext.FirstSeq, ext.LastSeq),
+			Epoch:    r.opts.Epoch,
 		}
 		batches = append(batches, b)
 		pending += b.Len()

@@ -10,8 +10,9 @@ import (
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
-// Epoch is the ownership epoch written on tail objects. Writer fencing does
-// not exist yet (docs/FORMAT.md §6.8), so it is always 0.
+// Epoch is the ownership epoch of an unfenced writer (a bucket without
+// compare-and-swap, or written before writer fencing): Batch.Epoch carries
+// the writer's own.
 const Epoch = 0
 
 // UploadError reports a failed tail object upload. It unwraps to the cause:
@@ -65,7 +66,7 @@ func Upload(ctx context.Context, b Putter, src RangeReader, batch Batch) error {
 	// Two rounds: a damaged object of ours found under the key (by its
 	// size at the put, or by the read-back) is deleted and put once more.
 	for round := 0; round < 2; round++ {
-		if err = putReadBack(ctx, b, batch.Key, data); err == nil || errors.Is(err, blobtier.ErrConflict) || !errors.Is(err, blobtier.ErrCorrupt) {
+		if err = putReadBack(ctx, b, batch.Key, data, batch.Epoch); err == nil || errors.Is(err, blobtier.ErrConflict) || !errors.Is(err, blobtier.ErrCorrupt) {
 			break
 		}
 		// Our own object (its metadata names these bytes) holds damaged
@@ -87,8 +88,8 @@ func Upload(ctx context.Context, b Putter, src RangeReader, batch Batch) error {
 // putReadBack creates key and reads it back: success only when the bucket
 // returns exactly data. A read-back damaged on the way looks like a damaged
 // object, so a damaged read is read once more.
-func putReadBack(ctx context.Context, b Putter, key string, data []byte) error {
-	if err := b.PutIfAbsent(ctx, key, data, Epoch); err != nil {
+func putReadBack(ctx context.Context, b Putter, key string, data []byte, epoch uint64) error {
+	if err := b.PutIfAbsent(ctx, key, data, epoch); err != nil {
 		return err
 	}
 	var err error

@@ -53,6 +53,7 @@ func runShip(c *cli, args []string) int {
 	s := newOneShard("ship", "--bucket URL [--dir PATH] [--shard N] [--seal-active]", shipAbout)
 	bucket := addBucketFlag(s.f, "the bucket to ship to (required)")
 	sealActive := s.f.Bool("seal-active", false, "seal the active segment first, even if it is not due, so everything ships as segments")
+	fence := addFencingFlags(s.f, true)
 	if stop, code := c.parse(s.f, args); stop {
 		return code
 	}
@@ -64,6 +65,7 @@ func runShip(c *cli, args []string) int {
 		return c.fail(err)
 	}
 	opts.NoBackground = true
+	fence.apply(&opts)
 	l, err := bucketlog.Open(c.ctx, opts)
 	if err != nil {
 		return c.fail(err)
@@ -249,6 +251,7 @@ Output (report fields):
 func runGC(c *cli, args []string) int {
 	s := newOneShard("gc", "--dir PATH [--shard N] [--bucket URL] [--min-retained-segments N] [--max-retained-segments N]", gcAbout)
 	bucket := addBucketFlag(s.f, "the bucket the store ships to (required when it ships)")
+	fence := addFencingFlags(s.f, true)
 	minKeep := s.f.Int("min-retained-segments", 0, "keep at least this many segments, the active one included (default NOETL_EHDB_EVENTLOG_GC_MIN_RETAINED_SEGMENTS, else 2)")
 	maxKeep := s.f.Int("max-retained-segments", 0, "keep-last-N retention: reclaim down to N segments even without consumers, never ahead of one")
 	if stop, code := c.parse(s.f, args); stop {
@@ -277,6 +280,7 @@ func runGC(c *cli, args []string) int {
 	// The shard's own periodic GC settings play no part in an explicit pass.
 	opts.GC = bucketlog.GCOptions{}
 	opts.NoBackground = true
+	fence.apply(&opts)
 	l, err := bucketlog.Open(c.ctx, opts)
 	if err != nil {
 		return c.fail(err)

@@ -30,7 +30,8 @@
 // has something to show — a drive's report, verify's problems, the append
 // outcome of exit 7 — those fields come first and "error" and "class" are
 // appended. Exit codes: 0 ok, 1 invariant, 2 usage, 3 invalid_state,
-// 4 invalid_input, 5 storage, 6 not_owner, 7 not_in_bucket. --help on any
+// 4 invalid_input, 5 storage, 6 not_owner, 7 not_in_bucket, 8 fenced (a
+// newer owner claimed the shard: every write is refused, HTTP 409). --help on any
 // command, "bucketlog help" and "bucketlog help COMMAND" print usage on
 // stdout and exit 0.
 //

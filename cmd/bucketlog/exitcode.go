@@ -19,6 +19,8 @@ func exitCode(class string) int {
 		return 6
 	case bucketlog.ClassNotInBucket:
 		return 7
+	case bucketlog.ClassFenced:
+		return 8
 	default:
 		return 5
 	}

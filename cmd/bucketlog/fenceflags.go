@@ -1,0 +1,24 @@
+package main
+
+import "github.com/bucketlog/bucketlog"
+
+// fencingFlags are the writer-fencing flags of the commands that open a
+// shard for writing with a bucket (serve, ship, gc).
+type fencingFlags struct {
+	require, takeover bool
+}
+
+// addFencingFlags registers --require-fencing, and --takeover for the
+// one-shot writers (oneShot).
+func addFencingFlags(f *flagSet, oneShot bool) *fencingFlags {
+	ff := &fencingFlags{}
+	f.BoolVar(&ff.require, "require-fencing", false, "refuse a bucket that cannot fence writers (no atomic create-if-absent and compare-and-swap: file://, mem://) instead of running unfenced (exit 2)")
+	if oneShot {
+		f.BoolVar(&ff.takeover, "takeover", false, "when this disk's owner epoch was superseded, move its directory aside (shard-NNNN.fenced-<epoch>) and take the shard over instead of refusing (exit 3)")
+	}
+	return ff
+}
+
+func (ff *fencingFlags) apply(opts *bucketlog.Options) {
+	opts.RequireFencing, opts.Takeover = ff.require, ff.takeover
+}
