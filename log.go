@@ -101,19 +101,18 @@ func (l *Log) open(ctx context.Context) error {
 	// The open's claim (internal/takeover) runs first; it hydrates an empty
 	// disk from the bucket, so the store opens over what the bucket holds.
 	if l.bucket != nil && !o.ReadOnly {
-		hydrate := func(ctx context.Context, dir string) (rep coldload.Report, err error) {
-			err = shipper.RetryStartup(ctx, o.StartupTimeout, l.log, "hydrating from the bucket", func() (err error) {
-				rep, err = coldload.Hydrate(ctx, l.bucket, uint32(o.ShardIndex), dir, coldload.Options{AllowEmpty: true, Store: localseg.Options{FS: o.FS, SegmentMaxBytes: o.SegmentMaxBytes}})
-				return err
-			}, coldload.Transient)
-			if err != nil {
-				return rep, fmt.Errorf("hydrate shard %d from the bucket: %w", o.ShardIndex, err)
-			}
-			return rep, nil
+		hydrate := func(ctx context.Context, dir string) (coldload.Report, error) {
+			return coldload.Hydrate(ctx, l.bucket, uint32(o.ShardIndex), dir, coldload.Options{AllowEmpty: true, Store: localseg.Options{FS: o.FS, SegmentMaxBytes: o.SegmentMaxBytes}})
 		}
-		if l.fence, err = takeover.Begin(ctx, takeover.Options{Shard: uint32(o.ShardIndex), Dir: l.dir, FS: o.FS, Bucket: l.bucket, Owner: takeover.DefaultOwner(),
-			RequireFencing: o.RequireFencing, OneShot: o.NoBackground, Takeover: o.Takeover, Hydrate: hydrate, Logger: l.log}); err != nil {
+		// A failed bucket request is retried for up to StartupTimeout; a
+		// takeover cut short resumes from owner.json without a new claim.
+		err := shipper.RetryStartup(ctx, o.StartupTimeout, l.log, "taking the shard over", func() (err error) {
+			l.fence, err = takeover.Begin(ctx, takeover.Options{Shard: uint32(o.ShardIndex), Dir: l.dir, FS: o.FS, Bucket: l.bucket, Owner: takeover.DefaultOwner(),
+				RequireFencing: o.RequireFencing, OneShot: o.NoBackground, Takeover: o.Takeover, Hydrate: hydrate, Logger: l.log})
 			return err
+		}, coldload.Transient)
+		if err != nil {
+			return fmt.Errorf("shard %d: %w", o.ShardIndex, err)
 		}
 		if rep := l.fence.Hydrated; rep != nil {
 			l.openRep.Hydrated, l.openRep.Hydrate = rep.Objects > 0, rep

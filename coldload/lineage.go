@@ -28,7 +28,12 @@ import (
 //     no valid frame are skipped and counted (Report.ZombieObjects,
 //     ShardReport.ZombieObjects). A skipped segment still occupies its id.
 //   - Segment ids may skip exactly a cut's gap, and the start segment of an
-//     ended epoch that sealed nothing; sequences never skip.
+//     ended epoch that sealed nothing; sequences never skip. A gap with no
+//     segment object listed at or above its start_segment is not taken
+//     (plan.openGaps): today's
+//     writer keeps numbering after the ids it hydrated (the jump to
+//     start_segment needs gaps in localseg's ids), so its segments sit
+//     there and are read, filtered by their epoch, like any other.
 //   - Valid duplicates must be byte-identical (a *ConflictError naming both
 //     keys, as before).
 //
@@ -96,10 +101,10 @@ func lineageErr(shard uint32, err error) error {
 	return fmt.Errorf("%w: shard %d: %w", ErrLineage, shard, err)
 }
 
-// gapOf returns the chain's record whose gap holds segment id.
+// gapOf returns the chain's record whose (taken) gap holds segment id.
 func (p *plan) gapOf(id uint64) (fencing.StartRecord, bool) {
 	for _, r := range p.lin.Records() {
-		if id >= r.FenceSegment && id < r.StartSegment {
+		if !p.openGaps[r.Epoch] && id >= r.FenceSegment && id < r.StartSegment {
 			return r, true
 		}
 	}
@@ -153,8 +158,8 @@ func (p *plan) localID(id uint64) uint64 {
 		}
 	}
 	for _, r := range p.lin.Records() {
-		if r.StartSegment <= p.mark.Segment {
-			continue // below the reclaim base: the store never holds those ids
+		if r.StartSegment <= p.mark.Segment || p.openGaps[r.Epoch] {
+			continue // below the reclaim base, or not taken: no ids collapse
 		}
 		switch {
 		case id >= r.StartSegment:

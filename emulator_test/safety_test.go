@@ -82,8 +82,13 @@ func safetyCase(t *testing.T, be backend) {
 	if v.fb.Fired(refuse) < 3 {
 		t.Fatalf("the refusal fired %d times", v.fb.Fired(refuse))
 	}
-	// The earlier uploader's object for segment 3.
-	if err := v.b.PutIfAbsent(ctx, blobtier.SegmentKey(0, 3), seg3, 0); err != nil {
+	// The earlier uploader's object for segment 3, under the writer's epoch
+	// (segment 1's: writer fencing puts it on every object).
+	seg1, err := v.b.Stat(ctx, blobtier.SegmentKey(0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.b.PutIfAbsent(ctx, blobtier.SegmentKey(0, 3), seg3, seg1.Meta.Epoch); err != nil {
 		t.Fatal(err)
 	}
 
