@@ -6,11 +6,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -152,6 +156,41 @@ func (p *serveProc) kill() {
 	}
 	_ = p.cmd.Process.Kill()
 	<-p.done
+}
+
+// flakyBucket is a proxy in front of an S3 emulator whose bucket can go
+// away (every request answers 503) and come back.
+type flakyBucket struct {
+	down atomic.Bool
+	url  string
+}
+
+func newFlakyBucket(t testing.TB) *flakyBucket {
+	t.Helper()
+	s3, err := emulator.StartS3()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s3.Close() })
+	if err := s3.CreateBucket("flaky"); err != nil {
+		t.Fatal(err)
+	}
+	target, err := url.Parse(s3.Endpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb := &flakyBucket{}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if fb.down.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	fb.url = strings.Replace(s3.URL("flaky"), s3.Endpoint(), srv.URL, 1)
+	return fb
 }
 
 // newBucket starts an in-process S3 emulator (gofakes3) with one bucket
