@@ -24,6 +24,9 @@ import (
 // the 10,000 with -campaign.appends=10000.
 var campaignAppends = flag.Int("campaign.appends", 1000, "appends of TestRetryCampaign")
 
+// campaignControl is the size of the RED controls.
+var campaignControl = flag.Int("campaign.control", 300, "appends of the campaign's RED controls")
+
 // faultProxy stands in front of serve and injects failures by the count of
 // requests (never by time): every dropEvery-th request is forwarded and
 // its answer dropped (the connection closed instead); every holdEvery-th
@@ -269,7 +272,7 @@ func TestRetryCampaign(t *testing.T) {
 // transaction window off (--transaction-window -1) the same failures
 // write retried events again, and the count sees them.
 func TestRetryCampaignRedControl(t *testing.T) {
-	n := min(*campaignAppends, 300)
+	n := *campaignControl
 	res := runCampaign(t, n, "-1", true)
 	t.Logf("retry campaign RED control (dedup off): %v", res)
 	if res.duplicates == 0 {
@@ -281,7 +284,7 @@ func TestRetryCampaignRedControl(t *testing.T) {
 // asynchronous serve whose tail never ships acknowledges appends that a
 // lost disk takes with it, and the count sees them.
 func TestRetryCampaignLostControl(t *testing.T) {
-	n := min(*campaignAppends, 300)
+	n := *campaignControl
 	res := runCampaign(t, n, "0", false)
 	t.Logf("retry campaign lost control (asynchronous, nothing shipped): %v", res)
 	if res.lost == 0 {

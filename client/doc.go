@@ -41,7 +41,19 @@
 // iterator over the log built on it. Stream is an iterator over the
 // Server-Sent Events of GET /v1/events/stream (id: the sequence, data: the
 // record as in a scan) that reconnects after a dropped connection with
-// Last-Event-ID, so it yields every record once and in order.
+// Last-Event-ID, so it yields every record once and in order. These follow
+// the text for the server's live routes (?wait=, the SSE stream
+// and its per-execution form GET /v1/executions/{id}/events/stream); they
+// are tested against an httptest server that speaks it.
+//
+// # Crash assumptions
+//
+// The client keeps nothing durable: a generated transaction id lives only
+// as long as the call (and its result). A producer that must not duplicate
+// across its own restarts passes its own id, derived from its durable
+// state (an order id and step, an outbox row). The server remembers ids
+// within its --transaction-window (README, Retries are safe): a retry
+// later than that, or of an event GC reclaimed, is written again.
 //
 // A Client is safe for concurrent use; it holds no state besides its
 // options and the *http.Client's connections. It imports the engine's root
