@@ -55,7 +55,9 @@ func (e *Error) Error() string {
 // Unwrap gives the sentinels of the class (and of the status where the
 // class alone does not say), so errors.Is(err, bucketlog.ErrInvalidState)
 // and the like hold as for the engine's own errors; a 421 also gives an
-// *affinity.NotOwnerError naming the owner.
+// *affinity.NotOwnerError naming the owner (its Shard is -1: the answer
+// does not name the replica's own shard). A class this client does not
+// know (a newer server's) gives no sentinel; Class still names it.
 func (e *Error) Unwrap() []error {
 	var errs []error
 	switch e.Class {

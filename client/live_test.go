@@ -149,14 +149,27 @@ func TestFollowLongPolls(t *testing.T) {
 	}
 }
 
-// TestScanWaitTimesOut: a long poll with nothing to read answers an empty
-// page after Wait, inside the attempt timeout plus Wait (no retry).
+// TestScanWaitTimesOut: a long poll's attempt has its Wait on top of the
+// attempt timeout: a server that answers an empty page after 200 ms is
+// not cut off by a 10 ms attempt timeout when the poll waits 5 s.
 func TestScanWaitTimesOut(t *testing.T) {
-	srv := httptest.NewServer(newLiveLog())
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("wait") != "5s" {
+			w.WriteHeader(400)
+			fmt.Fprintf(w, `{"error":"wait=%q","class":"usage"}`, r.URL.Query().Get("wait"))
+			return
+		}
+		select {
+		case <-time.After(200 * time.Millisecond):
+		case <-r.Context().Done():
+			return
+		}
+		fmt.Fprint(w, `{"action":"eventlog-scan","exists":true,"base":1,"record_count":0,"returned":0,"records":[]}`)
+	}))
 	defer srv.Close()
-	c := newClient(t, srv.URL, client.Options{AttemptTimeout: 10 * time.Millisecond})
-	p, err := c.Scan(context.Background(), client.ReadRequest{Wait: 200 * time.Millisecond})
-	if err != nil || len(p.Records) != 0 {
+	c := newClient(t, srv.URL, client.Options{AttemptTimeout: 10 * time.Millisecond, Retry: client.Retry{MaxAttempts: 2}})
+	p, err := c.Scan(context.Background(), client.ReadRequest{Wait: 5 * time.Second})
+	if err != nil || len(p.Records) != 0 || !p.Exists {
 		t.Fatalf("scan: %+v, %v (want an empty page: the attempt's timeout has the wait on top)", p, err)
 	}
 }

@@ -76,7 +76,9 @@ const okAppend = `{"action":"eventlog-append","execution_id":"e","global_sequenc
 // every attempt sends the same body, with the transaction id generated
 // once before the first.
 func TestAppendRetriesWithTheSameTransactionID(t *testing.T) {
-	c, s := scriptedClient(t, client.Options{AttemptTimeout: 100 * time.Millisecond},
+	// The held answer costs one attempt timeout; every other answer is
+	// local and immediate.
+	c, s := scriptedClient(t, client.Options{AttemptTimeout: 2 * time.Second},
 		answer{drop: true},
 		answer{hold: true},
 		answer{status: 502, body: "bad gateway"},
