@@ -79,6 +79,8 @@ func (e *Error) Unwrap() []error {
 		errs = append(errs, bucketlog.ErrNotInBucket)
 	case bucketlog.ClassInvariant:
 		errs = append(errs, bucketlog.ErrInvariant)
+	case bucketlog.ClassFenced:
+		errs = append(errs, bucketlog.ErrFenced)
 	case bucketlog.ClassStorage:
 		errs = append(errs, ErrStorage)
 	case "":
