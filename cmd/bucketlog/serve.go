@@ -72,6 +72,7 @@ type api struct {
 	mux         *http.ServeMux
 
 	inflight atomic.Int64
+	live     liveState // waits and streams (serve_wait.go, serve_stream.go)
 }
 
 // apiConfig configures newAPI.
@@ -109,9 +110,11 @@ func newAPI(cfg apiConfig) *api {
 	}
 	m := http.NewServeMux()
 	m.HandleFunc("POST /v1/events", a.ready(a.appendEvents))
-	m.HandleFunc("GET /v1/events", a.ready(a.scan))
-	m.HandleFunc("GET /v1/executions/{id}/events", a.ready(a.readExecution))
-	m.HandleFunc("POST /v1/consumers/{name}/pull", a.ready(a.pull))
+	m.HandleFunc("GET /v1/events", a.ready(a.waitable(a.scan, scanProbe)))
+	m.HandleFunc("GET /v1/executions/{id}/events", a.ready(a.waitable(a.readExecution, a.execProbe)))
+	m.HandleFunc("POST /v1/consumers/{name}/pull", a.ready(a.waitable(a.pull, pullProbe)))
+	m.HandleFunc("GET /v1/events/stream", a.ready(a.stream))
+	m.HandleFunc("GET /v1/executions/{id}/events/stream", a.ready(a.streamExecution))
 	m.HandleFunc("POST /v1/consumers/{name}/ack", a.ready(a.ack))
 	m.HandleFunc("DELETE /v1/consumers/{name}", a.ready(a.deleteConsumer))
 	m.HandleFunc("GET /healthz", a.healthz)
@@ -779,6 +782,7 @@ func runServe(c *cli, args []string) int {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+	srv.RegisterOnShutdown(a.stopLive) // waits and streams end at once
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	shutdown := func() {
