@@ -21,6 +21,9 @@ const (
 	// waitAnswerMargin is what a waited request may take to write its
 	// answer after the wait: its deadlines are the wait plus this.
 	waitAnswerMargin = time.Minute
+	// waitHeader says how a wait ended: "ready" (a record is there, at
+	// once or woken by a commit) or "timeout" (D passed: the empty page).
+	waitHeader = "Bucketlog-Wait"
 )
 
 // errShuttingDown ends waits and streams when serve stops: the client is
@@ -109,10 +112,17 @@ func (a *api) waitable(h func(http.ResponseWriter, *http.Request, *bucketlog.Log
 		_ = rc.SetWriteDeadline(deadline)
 		ctx, cancel := a.liveCtx(r)
 		defer cancel()
+		found := false
 		_, err = live.Until(ctx, live.Closing(l.Store(), bucketlog.ErrClosed), d, func() (struct{}, bool, error) {
 			ok, err := ready()
+			found = ok
 			return struct{}{}, ok, err
 		})
+		if found {
+			w.Header().Set(waitHeader, "ready")
+		} else {
+			w.Header().Set(waitHeader, "timeout")
+		}
 		switch {
 		case r.Context().Err() != nil:
 			return // the client went away: nobody to answer

@@ -24,7 +24,7 @@ const serverTimeout = 300 * time.Millisecond
 
 // liveServer serves a fresh one-shard log over loopback HTTP with short
 // server timeouts.
-func liveServer(t *testing.T, tune func(*api)) (string, *bucketlog.Log, *api, *httptest.Server) {
+func liveServer(t testing.TB, tune func(*api)) (string, *bucketlog.Log, *api, *httptest.Server) {
 	t.Helper()
 	l, err := bucketlog.Open(context.Background(), bucketlog.Options{Dir: t.TempDir(), Logger: quietLogger()})
 	if err != nil {
@@ -53,6 +53,7 @@ func appendOne(t *testing.T, l *bucketlog.Log, payload string) uint64 {
 }
 
 type waitAnswer struct {
+	wait string // the Bucketlog-Wait header
 	code int
 	body map[string]any
 	err  error
@@ -70,7 +71,7 @@ func request(ctx context.Context, method, url string) waitAnswer {
 	defer resp.Body.Close()
 	var body map[string]any
 	err = json.NewDecoder(resp.Body).Decode(&body)
-	return waitAnswer{code: resp.StatusCode, body: body, err: err}
+	return waitAnswer{wait: resp.Header.Get(waitHeader), code: resp.StatusCode, body: body, err: err}
 }
 
 // TestServeWaitWokenByAppendPastTimeouts: a scan, a per-execution read and
@@ -104,7 +105,7 @@ func TestServeWaitWokenByAppendPastTimeouts(t *testing.T) {
 	seq := appendOne(t, l, "second")
 	wg.Wait()
 	for i, a := range answers {
-		if a.err != nil || a.code != 200 {
+		if a.err != nil || a.code != 200 || a.wait != "ready" {
 			t.Fatalf("%s: %d %v %v", urls[i], a.code, a.err, a.body)
 		}
 		recs, _ := a.body["records"].([]any)
@@ -118,7 +119,7 @@ func TestServeWaitTimesOutEmpty(t *testing.T) {
 	base, l, _, _ := liveServer(t, nil)
 	appendOne(t, l, "only")
 	a := request(context.Background(), "GET", base+"/v1/events?after=1&wait=100ms")
-	if a.err != nil || a.code != 200 || a.body["returned"].(float64) != 0 || a.body["record_count"].(float64) != 0 {
+	if a.err != nil || a.code != 200 || a.wait != "timeout" || a.body["returned"].(float64) != 0 || a.body["record_count"].(float64) != 0 {
 		t.Fatalf("timed-out wait answered %d %v %v, want the empty page", a.code, a.err, a.body)
 	}
 	// wait=0 is today's answer at once.

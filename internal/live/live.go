@@ -37,8 +37,9 @@ func Wait(ctx context.Context, src Source, after uint64) (uint64, error) {
 
 // Until runs read, and when its answer is not ready (no record in it)
 // runs it again after each commit until it is, or until d passes — then
-// it answers with one last read, which is the empty page of a timeout
-// unless a commit raced the timer. d ≤ 0 reads once. Errors are as Wait's.
+// it answers with its last read, the empty page of a timeout (read after
+// the last commit that woke it, so it is current). d ≤ 0 reads once.
+// Errors are as Wait's.
 func Until[T any](ctx context.Context, src Source, d time.Duration, read func() (T, bool, error)) (T, error) {
 	var zero T
 	var timeout <-chan time.Time
@@ -61,8 +62,7 @@ func Until[T any](ctx context.Context, src Source, d time.Duration, read func() 
 		select {
 		case <-ch:
 		case <-timeout:
-			v, _, err = read()
-			return v, err
+			return v, nil
 		case <-ctx.Done():
 			return zero, context.Cause(ctx)
 		}
