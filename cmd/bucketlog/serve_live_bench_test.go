@@ -150,13 +150,15 @@ func BenchmarkLiveDelivery(b *testing.B) {
 // none, measured side by side in one process (each b.Loop round appends
 // 2,000 events without subscribers, then 2,000 with 100 freshly attached
 // ones, which it then detaches). mode=idle: the subscribers read their
-// start event and then nothing (their sockets fill); mode=reading: each
+// start event and then nothing (their sockets fill); mode=quiet: they
+// follow an execution nobody appends to (attached, sent nothing);
+// mode=reading: each
 // reads every record (their delivery shares the 2 cores with the
 // appenders, client side included).
 func BenchmarkLiveAppendSubscribers(b *testing.B) {
-	for _, mode := range []string{"idle", "reading"} {
+	for _, mode := range []string{"quiet", "idle", "reading"} {
 		b.Run("mode="+mode+"/subscribers=100", func(b *testing.B) {
-			base, l, _, _ := liveServer(b, func(a *api) { a.live.maxLag = 1 << 40 })
+			base, l, _, _ := liveServer(b, func(a *api) { a.live.buffer = 1 << 30 })
 			var n atomic.Int64
 			appendRound := func() time.Duration {
 				const perRound, appenders = 2000, 8
@@ -182,7 +184,11 @@ func BenchmarkLiveAppendSubscribers(b *testing.B) {
 				ctx, cancel := context.WithCancel(context.Background())
 				var wg sync.WaitGroup
 				for range 100 {
-					req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/v1/events/stream?after=%d", base, l.Store().Tip()), nil)
+					url := fmt.Sprintf("%s/v1/events/stream?after=%d", base, l.Store().Tip())
+					if mode == "quiet" {
+						url = fmt.Sprintf("%s/v1/executions/other/events/stream?after=%d", base, l.Store().Tip())
+					}
+					req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
 					resp, err := http.DefaultClient.Do(req)
 					if err != nil {
 						b.Fatal(err)
@@ -193,7 +199,7 @@ func BenchmarkLiveAppendSubscribers(b *testing.B) {
 					}
 					wg.Go(func() {
 						defer resp.Body.Close()
-						if mode == "idle" {
+						if mode != "reading" {
 							<-ctx.Done()
 							return
 						}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -16,19 +17,28 @@ import (
 // Streams (serveAbout): GET /v1/events/stream and
 // /v1/executions/{id}/events/stream answer Server-Sent Events.
 //
-// A stream reads the log at its subscriber's pace, woken by commits: an
-// append never waits for a subscriber, and the server holds at most one
-// page of records per subscriber. A subscriber's backlog — the records
-// appended since it connected that it has not been sent — is bounded:
-// past defaultStreamMaxLag it is sent an "end" event (reason
-// slow_consumer, with the sequence to resume after) and disconnected. A
-// connection that takes nothing for defaultStreamStall (its socket full)
-// is closed without one: nothing can reach it.
+// A stream first reads the retained history at its subscriber's pace,
+// then joins the live hub (internal/live.Hub): one goroutine reads each
+// commit's records once, frames them once and appends them to every
+// subscriber's buffer without waiting for any, so appends never wait for
+// a subscriber. A subscriber whose buffer holds defaultStreamBuffer
+// records (or defaultStreamBufferBytes) it has not taken is sent what it
+// holds, then an "end" event (reason slow_consumer, with the sequence to
+// resume after), and disconnected. A connection that takes nothing for
+// defaultStreamStall (its socket full) is closed without one: nothing can
+// reach it.
 const (
-	defaultStreamMaxLag    = 10000
-	defaultStreamHeartbeat = 15 * time.Second
-	defaultStreamStall     = time.Minute
-	// streamPage is how many records a stream reads at a time.
+	defaultStreamBuffer      = 10000
+	defaultStreamBufferBytes = 16 << 20
+	defaultStreamHeartbeat   = 15 * time.Second
+	defaultStreamStall       = time.Minute
+	// streamLinger batches a busy stream's writes: a subscriber written
+	// to less than this ago waits out the rest before its next write, so
+	// a burst of commits costs one write each linger, not one per commit;
+	// the first record after a quiet spell goes out at once.
+	streamLinger = 5 * time.Millisecond
+	// streamPage is how many records a stream reads at a time while it
+	// catches up.
 	streamPage = 256
 )
 
@@ -93,10 +103,10 @@ func streamAfter(r *http.Request) (uint64, error) {
 	return after, nil
 }
 
-func (a *api) streamLimits() (maxLag uint64, heartbeat, stall time.Duration) {
-	maxLag, heartbeat, stall = a.live.maxLag, a.live.heartbeat, a.live.stall
-	if maxLag == 0 {
-		maxLag = defaultStreamMaxLag
+func (a *api) streamLimits() (buffer int, heartbeat, stall time.Duration) {
+	buffer, heartbeat, stall = a.live.buffer, a.live.heartbeat, a.live.stall
+	if buffer <= 0 {
+		buffer = defaultStreamBuffer
 	}
 	if heartbeat <= 0 {
 		heartbeat = defaultStreamHeartbeat
@@ -104,7 +114,32 @@ func (a *api) streamLimits() (maxLag uint64, heartbeat, stall time.Duration) {
 	if stall <= 0 {
 		stall = defaultStreamStall
 	}
-	return maxLag, heartbeat, stall
+	return buffer, heartbeat, stall
+}
+
+// hub is the live hub of l, made by the first stream.
+func (a *api) hub(l *bucketlog.Log) *live.Hub {
+	a.live.hubOnce.Do(func() {
+		buffer, _, _ := a.streamLimits()
+		st := l.Store()
+		a.live.hubv = live.NewHub(live.Closing(st, bucketlog.ErrClosed),
+			func(after uint64, limit int) ([]localseg.Record, bool, error) {
+				p, cut, err := st.ScanBytes(after, limit, a.maxPage)
+				return p.Records, cut, err
+			},
+			func(r localseg.Record) []byte { return recordFrame(r) }, buffer, defaultStreamBufferBytes)
+	})
+	return a.live.hubv
+}
+
+// recordFrame is one record's event: id: its sequence, data: the record
+// as a scan shows it.
+func recordFrame(r localseg.Record) []byte {
+	var b bytes.Buffer
+	b.WriteString("id: " + strconv.FormatUint(r.Seq, 10) + "\ndata: ")
+	_ = writeJSON(&b, records([]localseg.Record{r})[0]) // one line: JSON escapes every line break
+	b.WriteString("\n")
+	return b.Bytes()
 }
 
 // sse frames events: "id:", "event:" and "data:" lines and a blank line.
@@ -144,20 +179,32 @@ func (a *api) serveStream(w http.ResponseWriter, r *http.Request, l *bucketlog.L
 		writeError(w, nil, err)
 		return
 	}
-	maxLag, heartbeat, stall := a.streamLimits()
+	_, heartbeat, stall := a.streamLimits()
 	ctx, cancel := a.liveCtx(r)
 	defer cancel()
-	read := func(after uint64) (localseg.Page, error) {
+	st := l.Store()
+	// read is one page of history after a sequence, and the sequence it
+	// covers: every record in scope up to it was returned (the tip, unless
+	// the page is full or cut and more follows).
+	read := func(after uint64) (localseg.Page, uint64, error) {
+		tip := st.Tip()
+		var p localseg.Page
+		var cut bool
+		var err error
 		if exec == "" {
-			p, _, err := l.ScanBytes(ctx, after, streamPage, a.maxPage)
-			return p, err
+			p, cut, err = l.ScanBytes(ctx, after, streamPage, a.maxPage)
+		} else {
+			var res bucketlog.ReadResult
+			res, cut, err = l.ReadExecutionBytes(ctx, exec, after, streamPage, a.maxPage)
+			p = res.Page
 		}
-		res, _, err := l.ReadExecutionBytes(ctx, exec, after, streamPage, a.maxPage)
-		return res.Page, err
+		covered := max(after, tip)
+		if n := len(p.Records); n > 0 && (cut || n == streamPage) {
+			covered = p.Records[n-1].Seq
+		}
+		return p, covered, err
 	}
-	src := live.Closing(l.Store(), bucketlog.ErrClosed)
-	liveFrom := l.Store().Tip()
-	p, err := read(after)
+	p, covered, err := read(after)
 	if err != nil {
 		writeError(w, nil, err)
 		return
@@ -170,7 +217,7 @@ func (a *api) serveStream(w http.ResponseWriter, r *http.Request, l *bucketlog.L
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	s := &sse{w: w, rc: rc, stall: stall}
-	s.event("", "start", streamStart{After: after, Base: max(p.Base, 1), Clamped: p.Clamped, Tip: l.Store().Tip()})
+	s.event("", "start", streamStart{After: after, Base: max(p.Base, 1), Clamped: p.Clamped, Tip: st.Tip()})
 	end := func(reason string, err error) {
 		e := streamEnd{Reason: reason, ResumeAfter: after}
 		if err != nil {
@@ -179,47 +226,85 @@ func (a *api) serveStream(w http.ResponseWriter, r *http.Request, l *bucketlog.L
 		s.event("", "end", e)
 		_ = s.flush()
 	}
-	beat := time.NewTicker(heartbeat)
-	defer beat.Stop()
-	for {
-		for _, rec := range records(p.Records) {
-			s.event(strconv.FormatUint(rec.GlobalSequence, 10), "", rec)
-		}
-		if n := len(p.Records); n > 0 {
-			after = p.Records[n-1].Seq
+	// History, at the subscriber's pace, until the hub takes it.
+	hub := a.hub(l)
+	var sub *live.Sub
+	for sub == nil {
+		for _, rec := range p.Records {
+			s.buf.Write(recordFrame(rec))
+			after = rec.Seq
 		}
 		if err := s.flush(); err != nil {
 			return // the client is gone, or took nothing for the stall bound
 		}
-		ch, err := src.TipChanged()
-		if err != nil {
-			end("shutdown", err)
+		if n := len(p.Records); n == 0 || covered > p.Records[n-1].Seq || covered == st.Tip() {
+			// Nothing more to read now: join, unless the hub has
+			// offered records beyond covered (then read them first).
+			if sub, _ = hub.Join(covered, exec); sub != nil {
+				break
+			}
+		}
+		if p, covered, err = read(covered); err != nil {
+			a.endStream(ctx, end, err)
 			return
 		}
-		if tip := l.Store().Tip(); tip > max(after, liveFrom)+maxLag {
-			end("slow_consumer", nil)
-			return
-		}
-		if len(p.Records) == 0 {
+	}
+	defer hub.Leave(sub)
+	beat := time.NewTicker(heartbeat)
+	defer beat.Stop()
+	linger := time.NewTimer(0)
+	defer linger.Stop()
+	var wrote time.Time
+	for {
+		if d := streamLinger - time.Since(wrote); d > 0 {
+			linger.Reset(d)
 			select {
-			case <-ch:
-			case <-beat.C:
-				s.buf.WriteString(": heartbeat\n\n")
-				continue
+			case <-linger.C:
 			case <-ctx.Done():
-				if err := context.Cause(ctx); isShutdown(err) {
-					end("shutdown", err)
-				}
-				return
 			}
 		}
-		if p, err = read(after); err != nil {
-			if ctx.Err() == nil {
-				end("error", err)
-			} else if isShutdown(context.Cause(ctx)) {
-				end("shutdown", context.Cause(ctx))
+		items, err := sub.Take()
+		for _, it := range items {
+			s.buf.Write(it.Frame)
+			after = it.Seq
+		}
+		if len(items) > 0 {
+			wrote = time.Now()
+		}
+		if ferr := s.flush(); ferr != nil {
+			return
+		}
+		if err != nil {
+			if errors.Is(err, live.ErrOverflow) {
+				end("slow_consumer", nil)
+			} else {
+				a.endStream(ctx, end, err)
 			}
 			return
 		}
+		select {
+		case <-sub.Ready():
+		case <-beat.C:
+			s.buf.WriteString(": heartbeat\n\n")
+		case <-ctx.Done():
+			if err := context.Cause(ctx); isShutdown(err) {
+				end("shutdown", err)
+			}
+			return
+		}
+	}
+}
+
+// endStream ends a stream on err: shutdown when serve stops or the log
+// closed, nothing when the client went away, else error.
+func (a *api) endStream(ctx context.Context, end func(string, error), err error) {
+	switch {
+	case isShutdown(context.Cause(ctx)):
+		end("shutdown", context.Cause(ctx))
+	case ctx.Err() != nil:
+	case errors.Is(err, bucketlog.ErrClosed):
+		end("shutdown", err)
+	default:
+		end("error", err)
 	}
 }

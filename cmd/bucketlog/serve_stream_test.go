@@ -92,7 +92,7 @@ func TestServeStreamHistoryThenLive(t *testing.T) {
 // with where to resume, and the stream closes. An unbounded backlog would
 // stream every record instead.
 func TestServeStreamSlowConsumerBounded(t *testing.T) {
-	base, l, _, _ := liveServer(t, func(a *api) { a.live.maxLag = 100 })
+	base, l, _, _ := liveServer(t, func(a *api) { a.live.buffer = 100 })
 	appendOne(t, l, "x")
 	_, br, _ := openStream(t, base+"/v1/events/stream", "")
 	if _, r := nextRecord(t, br); r.GlobalSequence != 1 {

@@ -37,9 +37,12 @@ type liveState struct {
 	stopCtx context.Context
 	stopFn  context.CancelCauseFunc
 
-	maxLag    uint64        // stream: records behind before a subscriber is dropped
+	buffer    int           // stream: records a subscriber may hold untaken
 	heartbeat time.Duration // stream: comment lines this often
 	stall     time.Duration // stream: a write that takes longer drops the subscriber
+
+	hubOnce sync.Once
+	hubv    *live.Hub // the streams' live hub (serve_stream.go)
 }
 
 func (s *liveState) init() {
