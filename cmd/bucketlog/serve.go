@@ -671,6 +671,8 @@ Routes (JSON bodies; errors are {"error","class"} plus "owner_shard" for 421):
   POST   /v1/consumers/{name}/pull?limit=N   200 the tail outcome
   POST   /v1/consumers/{name}/ack            body {"sequence":N} → 200 the ack outcome
   DELETE /v1/consumers/{name}                204 (404 if unknown)
+  GET    /v1/events/stream?after=N           Server-Sent Events (below)
+  GET    /v1/executions/{id}/events/stream?after=N
   GET    /metrics                            Prometheus metrics (prefix bucketlog_)
   GET    /healthz                            200 while the process answers
   GET    /readyz                             200 once recovered, hydrated, not poisoned and
@@ -687,6 +689,23 @@ and query parameters are refused (400). Statuses: 400 usage/invalid_input, 404 u
 409 invalid_state, 413 too large, 421 not_owner, 503 storage or not ready.
 A batch is refused whole, but a crash in the middle of writing one may leave
 an unacknowledged prefix. The log does not de-duplicate client retries.
+
+Waiting: the scan, the per-execution read and the pull take ?wait=D (a Go
+duration, at most 5m; 0, the default, answers at once): with no record
+beyond the cursor the request is held until an append commits one (then it
+answers at once) or D passes (then the empty page); the header
+Bucketlog-Wait says which (ready | timeout). A held request outlives the
+server's read timeout; a client that goes away ends it; on shutdown it is
+answered 503 "the server is shutting down" at once.
+Streams: one event per record, "id: <sequence>" and "data: <the record as
+in a scan>", after a first "event: start" {"after","base","clamped","tip"}
+(what a scan from there says; a start below the reclaim base begins at the
+base). A reconnect with the Last-Event-ID header resumes after it (it
+overrides ?after=). A comment line ": heartbeat" comes every 15s. The
+server ends a stream with "event: end" {"reason","resume_after"}: reason
+shutdown, slow_consumer (the subscriber let 10000 records pile up
+unread: appends never wait for a subscriber) or error. A connection that
+takes nothing for 1m is closed.
 
 With the bucket unreachable serve keeps appending (events are durable on the
 local disk) and retrying, and /readyz says why. On SIGTERM, SIGINT or SIGHUP

@@ -6,10 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/bucketlog/bucketlog"
+	"github.com/bucketlog/bucketlog/affinity"
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
@@ -166,5 +169,39 @@ func TestServeStreamResumeAcrossRestart(t *testing.T) {
 	e, r := nextRecord(t, br2)
 	if e.id != "4" || r.Payload != "p4" {
 		t.Fatalf("resumed at %+v %+v, want 4", e, r)
+	}
+}
+
+// TestServeStreamReclaimedStart: a stream from below the reclaim base
+// starts, as a scan would, at the base: its start event says base and
+// clamped, and its first record is the base.
+func TestServeStreamReclaimedStart(t *testing.T) {
+	ctx := context.Background()
+	l, err := bucketlog.Open(ctx, bucketlog.Options{Dir: t.TempDir(), SegmentMaxBytes: 1024, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for i := range 60 {
+		appendOne(t, l, fmt.Sprintf("payload-%03d-%s", i, strings.Repeat("x", 40)))
+	}
+	if _, err := l.GC(ctx, bucketlog.GCRequest{MinRetainedSegments: 1, MaxRetainedSegments: 1}); err != nil {
+		t.Fatal(err)
+	}
+	scan, err := l.Scan(ctx, 0, 1)
+	if err != nil || !scan.Clamped || scan.Base <= 1 {
+		t.Fatalf("the log was not reclaimed: %+v %v", scan, err)
+	}
+	a := newAPI(apiConfig{own: affinity.Ownership{Index: 0, Count: 1}})
+	a.setLog(l)
+	ts := httptest.NewServer(a)
+	defer ts.Close()
+	resp, br, st := openStream(t, ts.URL+"/v1/events/stream?after=0", "")
+	defer resp.Body.Close() // before ts.Close, which waits for the stream
+	if !st.Clamped || st.Base != scan.Base || st.After != 0 {
+		t.Fatalf("start %+v, want base %d clamped", st, scan.Base)
+	}
+	if e, r := nextRecord(t, br); r.GlobalSequence != scan.Base || e.id != fmt.Sprint(scan.Base) {
+		t.Fatalf("first record %+v, want the base %d", r, scan.Base)
 	}
 }

@@ -140,3 +140,79 @@ func TestFollowYieldsHistoryThenLive(t *testing.T) {
 		t.Fatalf("stopped at %d", next)
 	}
 }
+
+// TestHubBoundedAndNeverWaits: a subscriber that takes nothing does not
+// hold the appends back; its buffer fills to its bound and it is ended
+// with ErrOverflow, holding exactly the bound; a subscriber that keeps
+// taking gets every record once, in order; once both left the hub's
+// goroutine ends.
+func TestHubBoundedAndNeverWaits(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	st := open(t)
+	scan := func(after uint64, limit int) ([]localseg.Record, bool, error) {
+		p, cut, err := st.ScanBytes(after, limit, 0)
+		return p.Records, cut, err
+	}
+	h := live.NewHub(st, scan, func(r localseg.Record) []byte { return []byte(r.Payload) }, 10, 1<<20)
+	stalled, _ := h.Join(0, "")
+	reader, _ := h.Join(0, "")
+	if stalled == nil || reader == nil {
+		t.Fatal("join refused at the hub's position")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), long)
+	defer cancel()
+	var got []uint64
+	done := make(chan error, 1)
+	go func() {
+		for len(got) < 100 {
+			items, err := reader.Take()
+			for _, it := range items {
+				got = append(got, it.Seq)
+			}
+			if err != nil {
+				done <- err
+				return
+			}
+			if len(got) < 100 {
+				select {
+				case <-reader.Ready():
+				case <-ctx.Done():
+					done <- ctx.Err()
+					return
+				}
+			}
+		}
+		done <- nil
+	}()
+	for range 100 {
+		if _, err := st.Append(ev("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range got {
+		if s != uint64(i+1) {
+			t.Fatalf("reader got %v", got)
+		}
+	}
+	var items []live.Item
+	var err error
+	for !errors.Is(err, live.ErrOverflow) {
+		select {
+		case <-stalled.Ready():
+		case <-ctx.Done():
+			t.Fatalf("the stalled subscriber holds %d records and was never ended: its buffer is unbounded", len(items))
+		}
+		var more []live.Item
+		more, err = stalled.Take()
+		items = append(items, more...)
+	}
+	if len(items) != 10 || items[0].Seq != 1 || items[9].Seq != 10 {
+		t.Fatalf("the stalled subscriber held %d records (%v), want its bound of 10", len(items), items)
+	}
+	h.Leave(stalled)
+	h.Leave(reader)
+	h.Wait()
+}
