@@ -130,7 +130,7 @@ func BenchmarkLiveDelivery(b *testing.B) {
 			wg.Go(func() { subscribe[name](ctx, l, base, d) })
 			var lat []time.Duration
 			for b.Loop() {
-				time.Sleep(time.Millisecond) // the subscriber parks again
+				time.Sleep(3 * time.Millisecond) // the subscriber parks again, past the stream's linger
 				res, err := l.Append(context.Background(), localseg.Event{ExecutionID: "42", TransactionID: "t", Payload: "p"})
 				if err != nil {
 					b.Fatal(err)

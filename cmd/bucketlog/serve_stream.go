@@ -36,7 +36,7 @@ const (
 	// to less than this ago waits out the rest before its next write, so
 	// a burst of commits costs one write each linger, not one per commit;
 	// the first record after a quiet spell goes out at once.
-	streamLinger = 5 * time.Millisecond
+	streamLinger = 2 * time.Millisecond
 	// streamPage is how many records a stream reads at a time while it
 	// catches up.
 	streamPage = 256
