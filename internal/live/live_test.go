@@ -163,11 +163,13 @@ func TestHubBoundedAndNeverWaits(t *testing.T) {
 	defer cancel()
 	var got []uint64
 	done := make(chan error, 1)
+	progress := make(chan int, 100)
 	go func() {
 		for len(got) < 100 {
 			items, err := reader.Take()
 			for _, it := range items {
 				got = append(got, it.Seq)
+				progress <- len(got)
 			}
 			if err != nil {
 				done <- err
@@ -184,9 +186,19 @@ func TestHubBoundedAndNeverWaits(t *testing.T) {
 		}
 		done <- nil
 	}()
-	for range 100 {
+	// One append at a time, each taken by the reader before the next (so
+	// the reader never falls 10 behind, whatever the machine's speed).
+	for i := 1; i <= 100; i++ {
 		if _, err := st.Append(ev("x")); err != nil {
 			t.Fatal(err)
+		}
+		select {
+		case n := <-progress:
+			if n != i {
+				t.Fatalf("reader at %d after append %d", n, i)
+			}
+		case err := <-done:
+			t.Fatalf("reader ended at append %d: %v", i, err)
 		}
 	}
 	if err := <-done; err != nil {
