@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/bucketlog/bucketlog"
 	"github.com/bucketlog/bucketlog/affinity"
@@ -76,6 +77,7 @@ func TestServeStreamHistoryThenLive(t *testing.T) {
 			t.Fatalf("event %+v record %+v, want %d", e, r, want)
 		}
 	}
+	time.Sleep(3 * serverTimeout) // the stream outlives the server's read and write timeouts
 	seq := appendOne(t, l, "live")
 	e, r := nextRecord(t, br)
 	if e.id != fmt.Sprint(seq) || r.Payload != "live" {
