@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/bucketlog/bucketlog/affinity"
-	"github.com/bucketlog/bucketlog/internal/live"
 	"github.com/bucketlog/bucketlog/localseg"
 	"github.com/bucketlog/bucketlog/metrics"
 )
@@ -185,15 +184,8 @@ func (l *Log) coldRead(ctx context.Context, shard int, op func(affinity.Reader) 
 }
 
 // Pull returns up to limit events after consumer's cursor, creating the
-// consumer on its first pull of a non-empty shard. With PullWait(d), a
-// pull with nothing pending waits up to d for a commit (see Wait).
-func (l *Log) Pull(ctx context.Context, consumer string, limit int, opts ...PullOption) (PullResult, error) {
-	if len(opts) > 0 && opts[len(opts)-1].wait > 0 {
-		return live.Until(ctx, live.Closing(l.store, ErrClosed), opts[len(opts)-1].wait, func() (PullResult, bool, error) {
-			res, err := l.Pull(ctx, consumer, limit)
-			return res, len(res.Records) > 0, err
-		})
-	}
+// consumer on its first pull of a non-empty shard.
+func (l *Log) Pull(ctx context.Context, consumer string, limit int) (PullResult, error) {
 	if err := l.writableCtx(ctx); err != nil {
 		return PullResult{}, err
 	}

@@ -24,8 +24,11 @@ func (l *Log) Follow(ctx context.Context, after uint64) iter.Seq2[Record, error]
 	return live.Follow(ctx, live.Closing(l.store, ErrClosed), after, func(a uint64, n int) (Page, error) { return l.Scan(ctx, a, n) })
 }
 
-// PullOption modifies a Pull. PullWait(d): with nothing pending, wait up to
-// d for a commit (then the answer is the empty page).
-type PullOption struct{ wait time.Duration }
-
-func PullWait(d time.Duration) PullOption { return PullOption{wait: d} }
+// PullWait is Pull that, with nothing pending, waits up to d for a commit
+// (then it answers the empty pull); errors are as Wait's.
+func (l *Log) PullWait(ctx context.Context, consumer string, limit int, d time.Duration) (PullResult, error) {
+	return live.Until(ctx, live.Closing(l.store, ErrClosed), d, func() (PullResult, bool, error) {
+		res, err := l.Pull(ctx, consumer, limit)
+		return res, len(res.Records) > 0, err
+	})
+}
