@@ -554,7 +554,9 @@ func (s *Store) applyLocked(items []item) {
 		}
 		last.seg.size = last.off + int64(last.end-last.start)
 	}
-	s.tipA.Store(s.tip)
+	if s.tipA.Swap(s.tip) != s.tip {
+		s.notice.broadcast()
+	}
 }
 
 func (s *Store) addConsLocked(name string, cursor uint64) {

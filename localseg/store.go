@@ -116,6 +116,7 @@ type Store struct {
 	// check an O(1) open does none.
 	replayRuns atomic.Int64
 	tipA       atomic.Uint64
+	notice     tipNotice // closed and replaced when tipA moves (notify.go)
 
 	// genDoneA mirrors genDone, so an appender woken by its group's
 	// completion learns its outcome without taking mu again.
@@ -307,6 +308,7 @@ func (s *Store) Close() error {
 	s.closed = true
 	s.cond.Broadcast()
 	s.mu.Unlock()
+	s.notice.release()
 	return errors.Join(err, s.closeFiles())
 }
 

@@ -67,6 +67,7 @@ type api struct {
 	ops   *metrics.Shard
 
 	inflight atomic.Int64
+	live     liveState // waits and streams (serve_wait.go, serve_stream.go)
 }
 
 // apiConfig configures newAPI.
@@ -108,9 +109,11 @@ func newAPI(cfg apiConfig) *api {
 		a.routes = append(a.routes, pattern)
 	}
 	handle("POST /v1/events", a.ready(a.appendEvents))
-	handle("GET /v1/events", a.ready(a.scan))
-	handle("GET /v1/executions/{id}/events", a.ready(a.readExecution))
-	handle("POST /v1/consumers/{name}/pull", a.ready(a.pull))
+	handle("GET /v1/events", a.ready(a.waitable(a.scan, scanProbe)))
+	handle("GET /v1/executions/{id}/events", a.ready(a.waitable(a.readExecution, a.execProbe)))
+	handle("GET /v1/events/stream", a.ready(a.stream))
+	handle("GET /v1/executions/{id}/events/stream", a.ready(a.streamExecution))
+	handle("POST /v1/consumers/{name}/pull", a.ready(a.waitable(a.pull, pullProbe)))
 	handle("POST /v1/consumers/{name}/ack", a.ready(a.ack))
 	handle("DELETE /v1/consumers/{name}", a.ready(a.deleteConsumer))
 	handle("GET /v1/consumers", a.ready(a.listConsumers))

@@ -68,6 +68,8 @@ Routes (JSON bodies; errors are {"error","class"} plus "owner_shard" for 421):
                                              consumer beyond --max-consumers → 409 naming the limit
   POST   /v1/consumers/{name}/ack            body {"sequence":N} → 200 the ack outcome
   DELETE /v1/consumers/{name}                204 (404 if unknown)
+  GET    /v1/events/stream?after=N           Server-Sent Events (below)
+  GET    /v1/executions/{id}/events/stream?after=N
   GET    /v1/consumers                       200 {"action":"eventlog-consumers","log_record_count","base",
                                              "consumers":[{"consumer","acked_sequence","pending_count",
                                              "holds_gc_back"}]} (see bucketlog consumers --help)
@@ -97,6 +99,23 @@ A batch is refused whole, but a crash in the middle of writing one may leave
 an unacknowledged prefix.
 
 ` + retryNote + `
+
+Waiting: the scan, the per-execution read and the pull take ?wait=D (a Go
+duration, at most 5m; 0, the default, answers at once): with no record
+beyond the cursor the request is held until an append commits one (then it
+answers at once) or D passes (then the empty page); the header
+Bucketlog-Wait says which (ready | timeout). A held request outlives the
+server's read timeout; a client that goes away ends it; on shutdown it is
+answered 503 "the server is shutting down" at once.
+Streams: one event per record, "id: <sequence>" and "data: <the record as
+in a scan>", after a first "event: start" {"after","base","clamped","tip"}
+(what a scan from there says; a start below the reclaim base begins at the
+base). A reconnect with the Last-Event-ID header resumes after it (it
+overrides ?after=). A comment line ": heartbeat" comes every 15s. The
+server ends a stream with "event: end" {"reason","resume_after"}: reason
+shutdown, slow_consumer (the subscriber let 10000 records pile up
+unread: appends never wait for a subscriber) or error. A connection that
+takes nothing for 1m is closed.
 
 With the bucket unreachable serve keeps appending (events are durable on the
 local disk) and retrying: it logs a WARN at the first failure, then one WARN
@@ -212,6 +231,7 @@ func runServe(c *cli, args []string) int {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+	srv.RegisterOnShutdown(a.stopLive) // waits and streams end at once
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	shutdown := func() {

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/bucketlog/bucketlog"
+	"github.com/bucketlog/bucketlog/localseg"
+)
+
+// The benchmarks of issue 15 (BENCHMARKS.md, Live reads):
+//
+//	go test ./cmd/bucketlog -run '^$' -bench 'BenchmarkLive' -benchtime 200x
+//
+// BenchmarkLiveDelivery measures the latency from Append returning to a
+// subscriber holding the record (p50, p99; 0 when it was delivered before
+// Append returned), for a long-poll and a stream, in process and over
+// loopback HTTP. BenchmarkLiveAppendSubscribers measures append
+// throughput with 0 and 100 stream subscribers attached over loopback.
+
+// deliveryTimes collects, per sequence, when the subscriber held it.
+type deliveryTimes struct {
+	mu   sync.Mutex
+	got  map[uint64]time.Time
+	cond *sync.Cond
+}
+
+func newDeliveryTimes() *deliveryTimes {
+	d := &deliveryTimes{got: map[uint64]time.Time{}}
+	d.cond = sync.NewCond(&d.mu)
+	return d
+}
+
+func (d *deliveryTimes) note(seq uint64) {
+	now := time.Now()
+	d.mu.Lock()
+	if _, ok := d.got[seq]; !ok {
+		d.got[seq] = now
+	}
+	d.cond.Broadcast()
+	d.mu.Unlock()
+}
+
+func (d *deliveryTimes) await(seq uint64) time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for {
+		if t, ok := d.got[seq]; ok {
+			return t
+		}
+		d.cond.Wait()
+	}
+}
+
+func reportLatency(b *testing.B, lat []time.Duration) {
+	slices.Sort(lat)
+	q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) }
+	b.ReportMetric(q(0.50), "p50-µs")
+	b.ReportMetric(q(0.99), "p99-µs")
+	b.ReportMetric(0, "ns/op")
+}
+
+func BenchmarkLiveDelivery(b *testing.B) {
+	subscribe := map[string]func(ctx context.Context, l *bucketlog.Log, base string, d *deliveryTimes){
+		"path=longpoll/in-process": func(ctx context.Context, l *bucketlog.Log, _ string, d *deliveryTimes) {
+			var after uint64
+			for ctx.Err() == nil {
+				tip, err := l.Wait(ctx, after)
+				if err != nil {
+					return
+				}
+				for s := after + 1; s <= tip; s++ {
+					d.note(s)
+				}
+				after = tip
+			}
+		},
+		"path=stream/in-process": func(ctx context.Context, l *bucketlog.Log, _ string, d *deliveryTimes) {
+			for r, err := range l.Follow(ctx, 0) {
+				if err != nil {
+					return
+				}
+				d.note(r.Seq)
+			}
+		},
+		"path=longpoll/http": func(ctx context.Context, _ *bucketlog.Log, base string, d *deliveryTimes) {
+			var after uint64
+			for ctx.Err() == nil {
+				a := request(ctx, "GET", fmt.Sprintf("%s/v1/events?after=%d&wait=1m", base, after))
+				recs, _ := a.body["records"].([]any)
+				for _, r := range recs {
+					after = uint64(r.(map[string]any)["global_sequence"].(float64))
+					d.note(after)
+				}
+			}
+		},
+		"path=stream/http": func(ctx context.Context, _ *bucketlog.Log, base string, d *deliveryTimes) {
+			req, _ := http.NewRequestWithContext(ctx, "GET", base+"/v1/events/stream", nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return
+			}
+			defer resp.Body.Close()
+			br := bufio.NewReader(resp.Body)
+			for {
+				e, err := readEvent(br)
+				if err != nil {
+					return
+				}
+				if seq, err := strconv.ParseUint(e.id, 10, 64); err == nil {
+					d.note(seq)
+				}
+			}
+		},
+	}
+	for _, name := range []string{"path=longpoll/in-process", "path=stream/in-process", "path=longpoll/http", "path=stream/http"} {
+		b.Run(name, func(b *testing.B) {
+			base, l, _, _ := liveServer(b, nil)
+			d := newDeliveryTimes()
+			ctx, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			wg.Go(func() { subscribe[name](ctx, l, base, d) })
+			var lat []time.Duration
+			for b.Loop() {
+				time.Sleep(3 * time.Millisecond) // the subscriber parks again, past the stream's linger
+				res, err := l.Append(context.Background(), localseg.Event{ExecutionID: "42", TransactionID: "t", Payload: "p"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				returned := time.Now()
+				lat = append(lat, max(0, d.await(res.Seq).Sub(returned)))
+			}
+			cancel()
+			wg.Wait()
+			reportLatency(b, lat)
+		})
+	}
+}
+
+// BenchmarkLiveAppendSubscribers: appends/s of 8 concurrent appenders
+// with 100 stream subscribers attached over loopback HTTP, as a ratio to
+// none, measured side by side in one process (each b.Loop round appends
+// 2,000 events without subscribers, then 2,000 with 100 freshly attached
+// ones, which it then detaches). mode=idle: the subscribers read their
+// start event and then nothing (their sockets fill); mode=quiet: they
+// follow an execution nobody appends to (attached, sent nothing);
+// mode=reading: each
+// reads every record (their delivery shares the 2 cores with the
+// appenders, client side included).
+func BenchmarkLiveAppendSubscribers(b *testing.B) {
+	for _, mode := range []string{"quiet", "idle", "reading"} {
+		b.Run("mode="+mode+"/subscribers=100", func(b *testing.B) {
+			base, l, _, _ := liveServer(b, func(a *api) { a.live.buffer = 1 << 30 })
+			var n atomic.Int64
+			appendRound := func() time.Duration {
+				const perRound, appenders = 2000, 8
+				start := time.Now()
+				var wg sync.WaitGroup
+				for range appenders {
+					wg.Go(func() {
+						for range perRound / appenders {
+							i := n.Add(1)
+							if _, err := l.Append(context.Background(), localseg.Event{ExecutionID: "42", TransactionID: fmt.Sprint("t", i), Payload: "p"}); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				}
+				wg.Wait()
+				return time.Since(start)
+			}
+			var without, with time.Duration
+			for b.Loop() {
+				without += appendRound()
+				ctx, cancel := context.WithCancel(context.Background())
+				var wg sync.WaitGroup
+				for range 100 {
+					url := fmt.Sprintf("%s/v1/events/stream?after=%d", base, l.Store().Tip())
+					if mode == "quiet" {
+						url = fmt.Sprintf("%s/v1/executions/other/events/stream?after=%d", base, l.Store().Tip())
+					}
+					req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+					resp, err := http.DefaultClient.Do(req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					br := bufio.NewReader(resp.Body)
+					if _, err := readEvent(br); err != nil {
+						b.Fatal(err)
+					}
+					wg.Go(func() {
+						defer resp.Body.Close()
+						if mode != "reading" {
+							<-ctx.Done()
+							return
+						}
+						for {
+							if _, err := readEvent(br); err != nil {
+								return
+							}
+						}
+					})
+				}
+				with += appendRound()
+				cancel()
+				wg.Wait()
+			}
+			b.ReportMetric(without.Seconds()/with.Seconds(), "ratio")
+			b.ReportMetric(float64(b.N*2000)/without.Seconds(), "appends/s-none")
+			b.ReportMetric(float64(b.N*2000)/with.Seconds(), "appends/s-100")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}

@@ -1,0 +1,24 @@
+// Package live is waiting on a shard's log: block until a commit puts a
+// record beyond a cursor (long-poll), follow the log as it grows (an
+// iterator), and fan commits out to live subscribers (Hub).
+//
+// Wait, Until and Follow own no goroutine and no state: every wait is the
+// caller's own goroutine parked on the store's commit notification (a
+// channel the store closes and replaces on each commit,
+// localseg.Store.TipChanged), its context and, for a bounded wait, one
+// timer. Nothing polls, and an appender's only cost is closing that
+// channel. A wait ends on the first of: the answer holds a record
+// (returned at once), the bound passes (the last read is returned: the
+// empty page), the context ends (its error, or its cause), or the store
+// releases its waiters at shutdown (localseg.ErrClosed, or the caller's
+// own closed error through Closing).
+//
+// Hub runs one goroutine while it has subscribers (it ends when the last
+// leaves, or when the store releases its waiters): it reads each commit's
+// records once and appends them to every subscriber's bounded buffer
+// without waiting for any; a subscriber whose buffer is full is ended with
+// ErrOverflow. Subscribers catch up on history by reading the store
+// themselves and join once they reach the hub's position.
+//
+// Everything here is safe for concurrent use; it only reads the store.
+package live
