@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/bucketlog/bucketlog/blobtier"
+	"github.com/bucketlog/bucketlog/frame"
 )
 
 // Open's start-up reconcile under the lineage rule (docs/FORMAT.md,
@@ -136,4 +137,93 @@ func TestFenceRestartDoesNotCountAZombieTailAsShipped(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkAckedTip(t, vb, 6)
+}
+
+// TestFenceHydrateOverZombieSealOpens: the zombie A seals and uploads its
+// active segment after the cut (epoch 1, below the cut's fence: it was
+// unsealed at the takeover), holding 1..5 of which 1..3 are valid. A new
+// owner hydrating the bucket cuts it after 3, as every cold load does; its
+// reconcile must read the object as holding exactly its local segment, not
+// as a diverged one.
+func TestFenceHydrateOverZombieSealOpens(t *testing.T) {
+	ctx := ctxT(t)
+	shared := casBucket(t)
+	a := mustOpen(t, fenceOpts(t.TempDir(), newView(shared), false))
+	defer a.Close()
+	for i := 1; i <= 3; i++ {
+		if _, err := a.Append(ctx, ev("x", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.Ship(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	b := mustOpen(t, fenceOpts(t.TempDir(), newView(shared), false))
+	b.Close()
+	for i := 4; i <= 5; i++ {
+		if _, err := a.Append(ctx, ev("x", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := a.Ship(ctx, true)
+	wantFenced(t, "A's seal and ship after the takeover", err)
+	var zombieSeal bool
+	for info, err := range shared.List(ctx, 0, blobtier.KindSegment) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, err := shared.Stat(ctx, info.Key); err == nil && st.Meta.Epoch == 1 {
+			zombieSeal = true
+		}
+	}
+	if !zombieSeal {
+		t.Fatal("the zombie sealed nothing into the bucket: the test needs its segment")
+	}
+	vc := newView(shared)
+	c, err := Open(ctx, fenceOpts(t.TempDir(), vc, false))
+	if err != nil {
+		t.Fatalf("C's Open over a zombie seal: %v", err)
+	}
+	defer c.Close()
+	if c.store.Tip() != 3 {
+		t.Fatalf("C's tip %d, want 3", c.store.Tip())
+	}
+	if _, err := c.Append(ctx, ev("c", 4)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Ship(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	checkAckedTip(t, vc, 4)
+	if !t.Run("diverged", func(t *testing.T) { zombieSealDiverged(t, shared, vc, c) }) {
+		t.Fatal("RED control")
+	}
+}
+
+// zombieSealDiverged, the RED control: the zombie's segment is replaced by
+// one whose valid part (1..3) differs from C's local segment in event 2:
+// C's restart must refuse it as a diverged disk.
+func zombieSealDiverged(t *testing.T, shared blobtier.Bucket, vc *writerView, c *Log) {
+	ctx := ctxT(t)
+	dir := c.opts.Dir
+	c.Close()
+	key := blobtier.SegmentKey(0, 1)
+	var data []byte
+	for i := 1; i <= 5; i++ {
+		e := ev("x", i)
+		if i == 2 {
+			e.Payload = `{"n":2,"other":true}`
+		}
+		data = frame.AppendEvent(data, uint64(i), e.ExecutionID, e.TransactionID, e.Payload)
+	}
+	if err := shared.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if err := shared.PutIfAbsent(ctx, key, data, 1); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(ctx, fenceOpts(dir, vc, false))
+	if !errors.Is(err, ErrDiverged) {
+		t.Fatalf("C's restart over a zombie segment whose valid part differs: %v, want diverged", err)
+	}
 }

@@ -2,6 +2,7 @@ package shipper
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -181,7 +182,9 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 			continue
 		}
 		if !match {
-			return fmt.Errorf("%w: segment %d differs from the bucket's object %s", ErrDiverged, id, info.Key)
+			if match, err = lf.holdsLocal(ctx, info, seg); err != nil || !match {
+				return cmp.Or(err, fmt.Errorf("%w: segment %d differs from the bucket's object %s", ErrDiverged, id, info.Key))
+			}
 		}
 		s.durable[id] = true
 	}

@@ -1,6 +1,7 @@
 package shipper
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,8 @@ import (
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/bucketview"
 	"github.com/bucketlog/bucketlog/fencing"
+	"github.com/bucketlog/bucketlog/frame"
+	"github.com/bucketlog/bucketlog/localseg"
 )
 
 // Open's reconcile under the lineage rule (docs/FORMAT.md, "Writer
@@ -137,4 +140,46 @@ func (f *lineageFilter) zombie(info blobtier.ObjectInfo, e uint64) {
 	}
 	f.zombies[info.Key] = true
 	f.s.log.Warn("a stale writer's object outside the shard's lineage is ignored", "key", info.Key, "epoch", e)
+}
+
+// holdsLocal reports whether a segment object that is not byte-identical
+// to the local sealed segment still holds exactly it under the lineage: a
+// stale writer's seal of an ended epoch below the cut's fence whose
+// events run past end(e), cut just after event end(e) as every cold load
+// cuts it (the local segment was hydrated that way). Such an object is
+// durable for us: a restore reads from it exactly the local segment.
+func (f *lineageFilter) holdsLocal(ctx context.Context, info blobtier.ObjectInfo, seg localseg.SegmentInfo) (bool, error) {
+	if !f.on {
+		return false, nil
+	}
+	e, known, err := f.epoch(ctx, info)
+	if err != nil || !known {
+		return false, err
+	}
+	end, ended := f.lin.End(e)
+	if !ended || seg.LastSeq != end || f.lin.SkipSegment(e, info.Parsed.Segment) {
+		return false, nil
+	}
+	obj, _, err := f.s.b.Get(ctx, info.Key)
+	if errors.Is(err, blobtier.ErrCorrupt) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read back %s: %w", info.Key, err)
+	}
+	local, err := f.s.store.ReadSegment(seg.ID)
+	if err != nil {
+		return false, err
+	}
+	for off := 0; off < len(obj); {
+		fr, n, err := frame.Decode(obj[off:])
+		if err != nil || n <= 0 {
+			return false, nil
+		}
+		off += n
+		if fr.Kind == frame.KindEvent && fr.Seq == end {
+			return off < len(obj) && bytes.Equal(obj[:off], local), nil
+		}
+	}
+	return false, nil
 }
