@@ -100,6 +100,9 @@ func (f *lineageFilter) tails(ctx context.Context, in []blobtier.ObjectInfo, bas
 			continue
 		}
 		e, known, err := f.epoch(ctx, info)
+		if errors.Is(err, blobtier.ErrNotFound) {
+			continue // deleted since the listing: a sealed segment holds its events
+		}
 		if err != nil {
 			return nil, 0, err
 		}
