@@ -119,8 +119,9 @@ func (f *lineageFilter) tails(ctx context.Context, in []blobtier.ObjectInfo, bas
 	return whole, partialTip, nil
 }
 
-// skipSegment reports whether a segment object is outside the lineage (a
-// stale writer's seal at or above its fence, or one in a cut's gap).
+// skipSegment reports whether a segment object is outside the lineage: an
+// epoch off the chain, or a stale writer's seal at or above the fence of
+// the cut that ended its epoch.
 func (f *lineageFilter) skipSegment(ctx context.Context, info blobtier.ObjectInfo) (bool, error) {
 	id := info.Parsed.Segment
 	if !f.on || id < f.minFence {
@@ -130,7 +131,9 @@ func (f *lineageFilter) skipSegment(ctx context.Context, info blobtier.ObjectInf
 	if err != nil || !known {
 		return false, err
 	}
-	if f.lin.SkipSegment(e, id) || f.lin.Gap(id) {
+	// Not Gap(id): today's writer keeps numbering after the hydrated ids,
+	// so its own segments may lie in its cut's gap; the epoch decides.
+	if f.lin.SkipSegment(e, id) {
 		f.zombie(info, e)
 		return true, nil
 	}
