@@ -124,13 +124,19 @@ func TestFenceSameDiskRestartIsOneHead(t *testing.T) {
 	if a.ship.Epoch() != 1 {
 		t.Fatalf("epoch after a same-disk restart: %d", a.ship.Epoch())
 	}
-	heads, claimReqs := v.count(blobtier.OpStat, "ep"), 0
+	// The claim side is one HEAD; reconcile reads the lineage (one LIST of
+	// the start records and one GET per record) to judge the listed objects.
+	heads, claimReqs, startReqs := v.count(blobtier.OpStat, "ep"), 0, 0
 	for _, op := range blobtier.Ops {
-		claimReqs += v.count(op, "ep") + v.count(op, "eps")
+		claimReqs += v.count(op, "ep")
+		startReqs += v.count(op, "eps")
 	}
-	t.Logf("same-disk restart: fencing requests %d (HEAD of the next claim %d); all requests of the open %d", claimReqs, heads, v.total())
+	t.Logf("same-disk restart: claim requests %d (HEAD of the next claim %d), start-record requests %d; all requests of the open %d", claimReqs, heads, startReqs, v.total())
 	if heads != 1 || claimReqs != 1 {
-		t.Fatalf("same-disk restart made %d fencing requests (%d HEADs), want 1 HEAD", claimReqs, heads)
+		t.Fatalf("same-disk restart made %d claim requests (%d HEADs), want 1 HEAD", claimReqs, heads)
+	}
+	if l, g := v.count(blobtier.OpList, "eps"), v.count(blobtier.OpGet, "eps"); l != 1 || g != 1 || startReqs != 2 {
+		t.Fatalf("same-disk restart: %d start-record requests (%d LIST, %d GET), want 1 LIST + 1 GET of the one record", startReqs, l, g)
 	}
 	if got := claims(t, shared); len(got) != 1 {
 		t.Fatalf("claims %v", got)

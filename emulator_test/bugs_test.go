@@ -153,7 +153,14 @@ func TestPartialRestoreOverCoveredHoleIsRefusedSafely(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.Close() // its last shipment ships the tail 21..40; the upload of 1 fails
-	if err := v.b.PutIfAbsent(ctx, blobtier.SegmentKey(0, 2), seg2, 0); err != nil {
+	// The stand-in upload of segment 2 carries the writer's epoch (its
+	// tail object's: writer fencing puts it on every object); an epoch-0
+	// object at that id would be a stale writer's, outside the lineage.
+	tail1, err := v.b.Stat(ctx, blobtier.TailKey(0, 1, 20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.b.PutIfAbsent(ctx, blobtier.SegmentKey(0, 2), seg2, tail1.Meta.Epoch); err != nil {
 		t.Fatal(err)
 	}
 	root, rr := restore(t, v.b, 0, bucketlog.RestoreOptions{AllowPartial: true})

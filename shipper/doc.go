@@ -19,6 +19,15 @@
 // cursor object's shipped_through passed it and no tail object is left over
 // it), so Open does not download the retained history on every start.
 //
+// With fencing, Open's checks follow the lineage of the same read
+// (reconcile_lineage.go): a stale writer's tail objects beyond the cut
+// that ended its epoch, and its seals at or above the cut's fence, neither
+// make the disk look behind or diverged nor count in the rebuilt cursor (its
+// epoch is learnt by a HEAD per judged object; listings carry no metadata).
+// A stale writer's seal below the fence whose events run past its epoch's
+// end holds our local segment when its valid part (cut after the end, as
+// every cold load cuts it) is byte-identical to it: durable, not diverged.
+//
 // A shard directory records the bucket it ships to (bucket.json) the first
 // time it is opened with one; Open refuses another bucket or prefix
 // (ErrUsage) before changing a byte. Re-pointing a store on purpose is done

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/bucketlog/bucketlog/blobtier"
+	"github.com/bucketlog/bucketlog/bucketview"
 	"github.com/bucketlog/bucketlog/fencing"
 	"github.com/bucketlog/bucketlog/frame"
 )
@@ -244,30 +245,19 @@ func (s *Shipper) fencedVerdict(ctx context.Context, seq uint64, fenced error) e
 	return fmt.Errorf("%w: sequence %d: unknown: fenced by a claim whose cut is not in the bucket yet; a later cut decides whether it is in the log", ErrNotInBucket, seq)
 }
 
-// readLineage lists and reads the shard's start records and chains them
-// (the one place the writer reads them; the bucket view's part replaces it
-// once it exists). newest is the highest epoch with a start record.
+// readLineage reads the shard's start records through the bucket view
+// (bucketview.Read, the one reader of a shard's bucket state) and returns
+// their chain. newest is the highest epoch with a start record, on the
+// chain or off it.
 func (s *Shipper) readLineage(ctx context.Context) (fencing.Lineage, uint64, error) {
-	var recs []fencing.StartRecord
-	var newest uint64
-	for info, err := range s.b.List(ctx, s.shard, blobtier.KindStart) {
-		if err != nil {
-			return fencing.Lineage{}, 0, err
-		}
-		if info.ParseErr != nil {
-			continue
-		}
-		data, _, err := s.b.Get(ctx, info.Key)
-		if err != nil {
-			return fencing.Lineage{}, 0, err
-		}
-		r, err := fencing.DecodeStartRecord(data)
-		if err != nil {
-			return fencing.Lineage{}, 0, fmt.Errorf("%s: %w", info.Key, err)
-		}
-		recs = append(recs, r)
-		newest = max(newest, r.Epoch)
+	v, err := bucketview.Read(ctx, s.b, s.shard, bucketview.Options{Parts: bucketview.StartRecords})
+	if err != nil {
+		return fencing.Lineage{}, 0, err
 	}
-	lin, err := fencing.Chain(recs)
+	var newest uint64
+	for _, so := range v.Starts {
+		newest = max(newest, so.Info.Parsed.Epoch)
+	}
+	lin, err := v.Lineage()
 	return lin, newest, err
 }

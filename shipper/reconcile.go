@@ -2,6 +2,7 @@ package shipper
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,7 +40,10 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 		lowRetained   uint64                // the lowest sequence a retained object above the base holds (0: none)
 		ownTails      []blobtier.ObjectInfo // tail objects above the base the local store also holds
 		bucketTip     uint64
-		tails         []blobtier.Key // tail objects above the base
+		tails         []blobtier.Key                 // tail objects above the base
+		readStarts    = s.fencingOn()                // the lineage: a stale writer's objects are not the bucket's history
+		lf            = s.noLineage()                // until the start records are in (reconcile_lineage.go)
+		tip           func(v *bucketview.View) error // judges the tail objects and the cursor object
 	)
 	lower := func(seq uint64) {
 		if lowRetained == 0 || seq < lowRetained {
@@ -77,30 +81,52 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 				// from the objects alone.
 				s.log.Error("the cursor object is damaged; it is rebuilt once the start-up checks pass", "key", blobtier.CursorKey(s.shard), "err", v.CursorErr)
 			}
-			// The bucket's tip: tail objects and the cursor object's
-			// shipped_through.
-			for _, info := range v.TailObjects {
-				bucketTip = max(bucketTip, info.Parsed.LastSeq)
-				if info.Parsed.LastSeq > base {
-					lower(info.Parsed.FirstSeq)
-					tails = append(tails, info.Parsed)
-				}
-				if info.Parsed.LastSeq > base && info.Parsed.LastSeq <= snap.Tip {
-					ownTails = append(ownTails, info)
-				}
+			if !readStarts {
+				return tip(v)
 			}
-			bucketTip = max(bucketTip, v.Cur.ShippedThrough)
-			if bucketTip > snap.Tip {
-				return fmt.Errorf("%w: the bucket holds sequences through %d, the local store through %d", ErrStaleDisk, bucketTip, snap.Tip)
+		case bucketview.StartRecords:
+			var err error
+			if lf, err = s.newLineageFilter(v); err != nil {
+				return err
 			}
+			return tip(v)
 		}
 		return nil
 	}
+	tip = func(v *bucketview.View) error {
+		// The bucket's tip: tail objects (those of the lineage:
+		// reconcile_lineage.go) and the cursor object's shipped_through.
+		tailObjs, partialTip, err := lf.tails(ctx, v.TailObjects, base)
+		if err != nil {
+			return err
+		}
+		bucketTip = partialTip
+		for _, info := range tailObjs {
+			bucketTip = max(bucketTip, info.Parsed.LastSeq)
+			if info.Parsed.LastSeq > base {
+				lower(info.Parsed.FirstSeq)
+				tails = append(tails, info.Parsed)
+			}
+			if info.Parsed.LastSeq > base && info.Parsed.LastSeq <= snap.Tip {
+				ownTails = append(ownTails, info)
+			}
+		}
+		bucketTip = max(bucketTip, v.Cur.ShippedThrough)
+		if bucketTip > snap.Tip {
+			return fmt.Errorf("%w: the bucket holds sequences through %d, the local store through %d", ErrStaleDisk, bucketTip, snap.Tip)
+		}
+		return nil
+	}
+	parts := bucketview.All
+	if readStarts {
+		parts |= bucketview.StartRecords
+	}
 	view, err := bucketview.Read(ctx, s.b, s.shard, bucketview.Options{
-		Parts: bucketview.All,
+		Parts: parts,
 		// Tail objects before the cursor object, both before the segments:
-		// the stale-disk verdict needs no segment listing.
-		Order:                []bucketview.Parts{bucketview.Watermark, bucketview.Tails, bucketview.Cursor, bucketview.Segments},
+		// the stale-disk verdict needs no segment listing (with fencing it
+		// waits for the start records, read last as in FencingOrder).
+		Order:                []bucketview.Parts{bucketview.Watermark, bucketview.Tails, bucketview.Cursor, bucketview.Segments, bucketview.StartRecords},
 		KeepDamagedWatermark: s.b.CanCAS() && (snap.Tip > 0 || snap.ReclaimedSeg > 0),
 		KeepDamagedCursor:    true,
 		Check:                check,
@@ -122,6 +148,11 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 	var reputIDs []uint64          // their ids
 	for _, info := range view.SegmentObjects {
 		if info.Parsed.Segment > wm.Segment {
+			if skip, err := lf.skipSegment(ctx, info); err != nil {
+				return err
+			} else if skip {
+				continue
+			}
 			bucketSegs = append(bucketSegs, info)
 		}
 	}
@@ -151,7 +182,9 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 			continue
 		}
 		if !match {
-			return fmt.Errorf("%w: segment %d differs from the bucket's object %s", ErrDiverged, id, info.Key)
+			if match, err = lf.holdsLocal(ctx, info, seg); err != nil || !match {
+				return cmp.Or(err, fmt.Errorf("%w: segment %d differs from the bucket's object %s", ErrDiverged, id, info.Key))
+			}
 		}
 		s.durable[id] = true
 	}
@@ -233,6 +266,11 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 	// (the new object holds its events) and tail cleanup removes it.
 	// (A copy: DeleteFunc clears the slice it filters, and the damaged
 	// cursor's floor below counts the whole listing.)
+	lineageTails, _, err := lf.tails(ctx, tv.TailObjects, snap.ReclaimedSeq)
+	if err != nil {
+		return err
+	}
+	tv.TailObjects = lineageTails
 	intact := slices.DeleteFunc(slices.Clone(tv.TailObjects), func(info blobtier.ObjectInfo) bool { return damagedTails[info.Key] })
 	shipped := tailbatch.CursorFrom(s.shard, snap.ReclaimedSeq, ranges, intact)
 	s.repl = tailbatch.New(s.shard, shipped, tailbatch.Options{Disabled: !s.tailOn, Epoch: s.o.Epoch})

@@ -187,6 +187,9 @@ func (s *Shipper) cleanupLocked(ctx context.Context) error {
 	if !due {
 		return nil
 	}
+	if err := s.checkCleanupFence(ctx); err != nil {
+		return err
+	}
 	res, err := reclaim.CleanupTail(ctx, s.b, s.shard, seq)
 	m := s.m
 	m.TailObjectsReclaimed.Add(float64(res.Reclaimed))

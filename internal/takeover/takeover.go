@@ -23,6 +23,9 @@
 // segment ids are recorded (fence_segment, start_segment), but the store's
 // own ids are not moved to start_segment yet.
 //
+// The claims, start records and segment ids are read through
+// bucketview.Read (bucketstate.go), the one reader of a shard's bucket state.
+//
 // Crash assumptions: owner.json is written durably right after the claim
 // succeeds, so a crash from there on is a same-disk restart that resumes
 // the takeover without a new claim; a crash before it leaves an unstarted
@@ -305,14 +308,11 @@ func (b *Begun) Finish(ctx context.Context, snap localseg.Snapshot) error {
 	for _, s := range snap.Segments {
 		highest = max(highest, s.ID)
 	}
-	for info, err := range o.Bucket.List(ctx, o.Shard, blobtier.KindSegment) {
-		if err != nil {
-			return err
-		}
-		if info.ParseErr == nil {
-			highest = max(highest, info.Parsed.Segment)
-		}
+	listed, err := highestSegment(ctx, o)
+	if err != nil {
+		return err
 	}
+	highest = max(highest, listed)
 	prevEnd := snap.Tip
 	rec := fencing.NewStartRecord(b.epoch, lin.Newest(), prevEnd, highest, min(snap.ReclaimedSeq, prevEnd))
 	data, err := rec.Encode()
@@ -455,46 +455,6 @@ func putOnce(ctx context.Context, b blobtier.Bucket, key string, data []byte, ep
 		}
 	}
 	return err
-}
-
-// listClaims returns the highest claimed epoch and the set present.
-func listClaims(ctx context.Context, o Options) (uint64, map[uint64]bool, error) {
-	have := map[uint64]bool{}
-	var m uint64
-	for info, err := range o.Bucket.List(ctx, o.Shard, blobtier.KindClaim) {
-		if err != nil {
-			return 0, nil, err
-		}
-		if info.ParseErr == nil {
-			have[info.Parsed.Epoch] = true
-			m = max(m, info.Parsed.Epoch)
-		}
-	}
-	return m, have, nil
-}
-
-// readStarts lists and reads the shard's start records (the one place the
-// takeover reads them; the bucket view's part replaces it once it exists).
-func readStarts(ctx context.Context, b blobtier.Bucket, shard uint32) ([]fencing.StartRecord, error) {
-	var recs []fencing.StartRecord
-	for info, err := range b.List(ctx, shard, blobtier.KindStart) {
-		if err != nil {
-			return nil, err
-		}
-		if info.ParseErr != nil {
-			continue
-		}
-		data, _, err := b.Get(ctx, info.Key)
-		if err != nil {
-			return nil, err
-		}
-		r, err := fencing.DecodeStartRecord(data)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", info.Key, err)
-		}
-		recs = append(recs, r)
-	}
-	return recs, nil
 }
 
 // DefaultOwner names this process in a claim: host and process id.
