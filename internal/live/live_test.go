@@ -3,7 +3,9 @@ package live_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,8 +29,12 @@ func open(t *testing.T) *localseg.Store {
 	return st
 }
 
+// txn numbers the events, so each append is a new event and not a retry
+// of an earlier one (retry-safe appends).
+var txn atomic.Uint64
+
 func ev(p string) localseg.Event {
-	return localseg.Event{ExecutionID: "7", TransactionID: "t-" + p, Payload: p}
+	return localseg.Event{ExecutionID: "7", TransactionID: fmt.Sprintf("t-%s-%d", p, txn.Add(1)), Payload: p}
 }
 
 // TestUntilWokenByCommit: a wait of minutes answers with the appended
