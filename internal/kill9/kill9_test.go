@@ -103,9 +103,13 @@ func scenarios() []Scenario {
 
 	// A slow bucket and a short wait: some appends answer ErrNotInBucket
 	// (durable locally only), and more kills land with uploads in flight.
+	// A synchronous group costs two PUTs (the tail object, the cursor
+	// object), each held up to PutDelay, plus the read-back GET and, with
+	// writer fencing, the HEAD of the next claim: a wait of 2.5 PUT delays
+	// acknowledges most groups and times some out.
 	slow := sync
 	slow.Name = "bucket-sync-slow"
-	slow.SyncWait = 70 * time.Millisecond
+	slow.SyncWait = 150 * time.Millisecond
 	slow.PutDelay = 60 * time.Millisecond
 
 	bucketGC := async
