@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/bucketlog/bucketlog/frame"
 )
@@ -133,4 +134,24 @@ func parseCheckpoint(b []byte) (checkpoint, error) {
 		return checkpoint{}, fmt.Errorf("checkpoint: crc32 mismatch")
 	}
 	return c, nil
+}
+
+// checkpointMaxLag bounds how long an unbroken chain of groups leaves
+// checkpoint.json behind.
+const checkpointMaxLag = 10 * time.Millisecond
+
+// writeCheckpointLocked encodes the durable state and writes it over
+// checkpoint.json (no fsync: it is a cache). The caller holds s.mu and the
+// writer role; s.mu is released during the write. An error poisons the
+// store (a write error is a write error, docs/FORMAT.md §4.1).
+func (s *Store) writeCheckpointLocked() error {
+	s.encodeCheckpointLocked()
+	s.mu.Unlock()
+	err := s.writeCheckpoint(false)
+	s.mu.Lock()
+	if err != nil {
+		s.poisonLocked(err)
+		return s.poison
+	}
+	return nil
 }
