@@ -13,8 +13,8 @@ import (
 	"github.com/bucketlog/bucketlog/coldload"
 	"github.com/bucketlog/bucketlog/internal/takeover"
 	"github.com/bucketlog/bucketlog/localseg"
+	"github.com/bucketlog/bucketlog/logopts"
 	"github.com/bucketlog/bucketlog/metrics"
-	"github.com/bucketlog/bucketlog/reclaim"
 	"github.com/bucketlog/bucketlog/shipper"
 )
 
@@ -211,28 +211,7 @@ func (l *Log) background(ctx context.Context, start func(context.Context, *sync.
 
 // shipperOptions is what the shipper takes from the options.
 func (l *Log) shipperOptions(seals shipper.SealSignal) shipper.Options {
-	o := l.opts
-	return shipper.Options{
-		Shard:              uint32(o.ShardIndex),
-		TailReplication:    !o.DisableTailReplication,
-		DisableTailCleanup: o.DisableTailCleanup,
-		TailInterval:       o.TailInterval,
-		SyncWait:           o.SyncWait,
-		StartupTimeout:     o.StartupTimeout,
-		UploadRetryMax:     DefaultUploadRetryMax,
-		Policy:             reclaim.Policy{Enabled: o.GC.Enabled, MinRetainedSegments: o.GC.MinRetainedSegments, MaxRetainedSegments: o.GC.MaxRetainedSegments},
-		GCInterval:         o.GC.Interval,
-		Sealed:             seals,
-		Now:                o.Now,
-		Logger:             l.log,
-		Metrics:            l.m,
-		NoteErr:            l.noteErr,
-		MaxUnshippedAge:    o.MaxUnshippedAge,
-		// Appends only: Refusing; acks and deletes check Stopped.
-		RefuseWhenUnshipped: o.RefuseWhenUnshipped,
-		Fencing:             l.fence.Fencing(),
-		Epoch:               l.fence.Epoch(),
-	}
+	return shipper.OptionsFor(logopts.Options(l.opts), seals, l.log, l.m, l.noteErr, l.fence.Fencing(), l.fence.Epoch())
 }
 
 func (l *Log) closeStore() {
@@ -313,17 +292,6 @@ func (l *Log) writable() error {
 		return fmt.Errorf("%w: %v", localseg.ErrReadOnly, "opened read-only")
 	}
 	return nil
-}
-
-// stoppedWriting is why the shard refuses every write: a second writer
-// was detected (cmd/bucketlog/doc.go, Errors). Detection is not prevention: an event
-// acknowledged here could never ship, so nothing more is acknowledged until
-// the shard is reopened (which the bucket's state then decides).
-func (l *Log) stoppedWriting() error {
-	if l.ship == nil {
-		return nil
-	}
-	return l.ship.Stopped()
 }
 
 func (l *Log) noteErr(err error) {
