@@ -67,7 +67,7 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 	}
 	own := affinity.Ownership{Index: o.ShardIndex, Count: o.ShardCount}
 	l := &Log{opts: o, own: own, dir: localseg.ShardDir(o.Dir, o.ShardIndex), log: o.Logger.With("shard", o.ShardIndex)}
-	l.m, err = newMetrics(o.Registerer, o.ShardIndex)
+	l.m, err = metrics.NewShard(o.Registerer, o.ShardIndex, ErrUsage)
 	if err != nil {
 		return nil, err
 	}
