@@ -120,15 +120,7 @@ func (l *Log) open(ctx context.Context) error {
 		}
 	}
 
-	storeOpts := localseg.Options{
-		SegmentMaxBytes: o.SegmentMaxBytes,
-		ReadOnly:        o.ReadOnly,
-		FS:              o.FS,
-		Now:             o.Now,
-		Logger:          l.log,
-		SealMaxAge:      max(o.SealMaxAge, 0), // negative: never by age
-	}
-	storeOpts.TransactionWindow, storeOpts.MaxConsumers = o.TransactionWindow, o.MaxConsumers
+	storeOpts := logopts.Options(o).Store(l.log)
 	seals := shipper.NewSealSignal()
 	storeOpts.Observer = seals.Observer(l.m.FsyncSeconds)
 	if o.ReadOnly {

@@ -73,6 +73,21 @@ type GC struct {
 // HasBucket reports whether a bucket is configured (Bucket or BucketURL).
 func (o Options) HasBucket() bool { return o.Bucket != nil || o.BucketURL != "" }
 
+// Store is the local store's options for resolved options o, logging to
+// log.
+func (o Options) Store(log *slog.Logger) localseg.Options {
+	return localseg.Options{
+		SegmentMaxBytes:   o.SegmentMaxBytes,
+		ReadOnly:          o.ReadOnly,
+		FS:                o.FS,
+		Now:               o.Now,
+		Logger:            log,
+		SealMaxAge:        max(o.SealMaxAge, 0), // negative: never by age
+		TransactionWindow: o.TransactionWindow,
+		MaxConsumers:      o.MaxConsumers,
+	}
+}
+
 // Resolve returns a copy with defaults applied, or an error (ErrUsage) for
 // values no default can repair.
 func Resolve(o Options) (Options, error) {
