@@ -138,17 +138,7 @@ func (l *Log) open(ctx context.Context) error {
 			return err
 		}
 		l.store = st
-		local := affinity.LocalColdReader(o.Dir, storeOpts)
-		l.cold = func(ctx context.Context, shard int) (affinity.Reader, error) {
-			if l.bucket == nil {
-				return local(shard)
-			}
-			c, err := coldload.OpenCold(ctx, l.bucket, uint32(shard))
-			if err != nil {
-				return nil, err // not a typed nil *coldload.Cold
-			}
-			return c, nil
-		}
+		l.cold = coldload.Opener(l.bucket, affinity.LocalColdReader(o.Dir, storeOpts))
 	}
 	l.openRep.Store = l.store.OpenReport()
 	l.m.WatchStore(l.store)
