@@ -52,14 +52,7 @@ func (l *Log) appendOne(ctx context.Context, ev Event) (AppendResult, error) {
 // appended tells the shipper of appends through seq and, with sync in
 // synchronous mode, waits until the bucket holds them.
 func (l *Log) appended(ctx context.Context, seq uint64, sync bool) error {
-	if l.ship == nil {
-		return nil
-	}
-	l.ship.NoteAppended()
-	if sync && l.opts.SyncToBucket {
-		return l.ship.WaitShipped(ctx, seq)
-	}
-	return nil
+	return l.ship.Appended(ctx, seq, sync && l.opts.SyncToBucket)
 }
 
 // BatchResult is the outcome of AppendBatch.
@@ -185,9 +178,6 @@ func (l *Log) Pull(ctx context.Context, consumer string, limit int) (PullResult,
 // pullRefused is why a pull is refused after a second writer
 // (shipper.RefusesPull), counted.
 func (l *Log) pullRefused(consumer string) error {
-	if l.ship == nil {
-		return nil
-	}
 	err := l.ship.RefusesPull(consumer)
 	if err != nil {
 		l.m.Op(metrics.OpPull, outcome(err))
@@ -216,7 +206,7 @@ func (l *Log) write(ctx context.Context, op metrics.Op, f func() error) error {
 	if err := l.writableCtx(ctx); err != nil {
 		return err
 	}
-	err := l.stoppedWriting()
+	err := l.ship.Stopped() // a second writer (cmd/bucketlog/doc.go, Errors)
 	if err == nil {
 		err = f()
 		l.noteErr(err)
@@ -227,26 +217,15 @@ func (l *Log) write(ctx context.Context, op metrics.Op, f func() error) error {
 
 // Health reports whether the shard is whole: Ready, and (with a bucket)
 // shipping. The reason says what is wrong.
-func (l *Log) Health() (ready bool, reason string) { return l.health(l.ship.Health) }
+func (l *Log) Health() (ready bool, reason string) { return l.health((*shipper.Shipper).Health) }
 
 // Ready reports whether the shard takes appends: open, not poisoned, not
 // stopped by a second writer, within MaxUnshippedAge when set. A failing
 // bucket alone leaves it ready (Health and Status report it).
-func (l *Log) Ready() (ready bool, reason string) { return l.health(l.ship.Ready) }
+func (l *Log) Ready() (ready bool, reason string) { return l.health((*shipper.Shipper).Ready) }
 
-func (l *Log) health(check func() error) (bool, string) {
-	switch {
-	case l.closed.Load():
-		return false, "closed"
-	case l.poisoned.Load(), l.store.Poisoned() != nil:
-		return false, "store poisoned by a write or fsync error; restart to recover"
-	}
-	if l.ship != nil {
-		if err := check(); err != nil {
-			return false, err.Error()
-		}
-	}
-	return true, ""
+func (l *Log) health(check func(*shipper.Shipper) error) (bool, string) {
+	return shipper.Readiness(l.closed.Load(), func() bool { return l.poisoned.Load() || l.store.Poisoned() != nil }, l.ship, check)
 }
 
 // Status reports the shard's state for operators (shipper.Status).
@@ -261,12 +240,7 @@ func (l *Log) Status() Status {
 // ShippedThrough is the highest sequence the bucket holds contiguously as
 // far as this process knows (0 without a bucket). In asynchronous mode an
 // event above it would be lost with the local disk.
-func (l *Log) ShippedThrough() uint64 {
-	if l.ship == nil {
-		return 0
-	}
-	return l.ship.ShippedThrough()
-}
+func (l *Log) ShippedThrough() uint64 { return l.ship.ShippedThrough() }
 
 // Pages bounded by bytes, for answers that must not grow with the count a
 // caller asks for (serve's HTTP pages). Each is its count-only namesake

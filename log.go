@@ -13,8 +13,8 @@ import (
 	"github.com/bucketlog/bucketlog/coldload"
 	"github.com/bucketlog/bucketlog/internal/takeover"
 	"github.com/bucketlog/bucketlog/localseg"
+	"github.com/bucketlog/bucketlog/logopts"
 	"github.com/bucketlog/bucketlog/metrics"
-	"github.com/bucketlog/bucketlog/reclaim"
 	"github.com/bucketlog/bucketlog/shipper"
 )
 
@@ -67,7 +67,7 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 	}
 	own := affinity.Ownership{Index: o.ShardIndex, Count: o.ShardCount}
 	l := &Log{opts: o, own: own, dir: localseg.ShardDir(o.Dir, o.ShardIndex), log: o.Logger.With("shard", o.ShardIndex)}
-	l.m, err = newMetrics(o.Registerer, o.ShardIndex)
+	l.m, err = metrics.NewShard(o.Registerer, o.ShardIndex, ErrUsage)
 	if err != nil {
 		return nil, err
 	}
@@ -120,15 +120,7 @@ func (l *Log) open(ctx context.Context) error {
 		}
 	}
 
-	storeOpts := localseg.Options{
-		SegmentMaxBytes: o.SegmentMaxBytes,
-		ReadOnly:        o.ReadOnly,
-		FS:              o.FS,
-		Now:             o.Now,
-		Logger:          l.log,
-		SealMaxAge:      max(o.SealMaxAge, 0), // negative: never by age
-	}
-	storeOpts.TransactionWindow, storeOpts.MaxConsumers = o.TransactionWindow, o.MaxConsumers
+	storeOpts := logopts.Options(o).Store(l.log)
 	seals := shipper.NewSealSignal()
 	storeOpts.Observer = seals.Observer(l.m.FsyncSeconds)
 	if o.ReadOnly {
@@ -146,17 +138,7 @@ func (l *Log) open(ctx context.Context) error {
 			return err
 		}
 		l.store = st
-		local := affinity.LocalColdReader(o.Dir, storeOpts)
-		l.cold = func(ctx context.Context, shard int) (affinity.Reader, error) {
-			if l.bucket == nil {
-				return local(shard)
-			}
-			c, err := coldload.OpenCold(ctx, l.bucket, uint32(shard))
-			if err != nil {
-				return nil, err // not a typed nil *coldload.Cold
-			}
-			return c, nil
-		}
+		l.cold = coldload.Opener(l.bucket, affinity.LocalColdReader(o.Dir, storeOpts))
 	}
 	l.openRep.Store = l.store.OpenReport()
 	l.m.WatchStore(l.store)
@@ -211,28 +193,7 @@ func (l *Log) background(ctx context.Context, start func(context.Context, *sync.
 
 // shipperOptions is what the shipper takes from the options.
 func (l *Log) shipperOptions(seals shipper.SealSignal) shipper.Options {
-	o := l.opts
-	return shipper.Options{
-		Shard:              uint32(o.ShardIndex),
-		TailReplication:    !o.DisableTailReplication,
-		DisableTailCleanup: o.DisableTailCleanup,
-		TailInterval:       o.TailInterval,
-		SyncWait:           o.SyncWait,
-		StartupTimeout:     o.StartupTimeout,
-		UploadRetryMax:     DefaultUploadRetryMax,
-		Policy:             reclaim.Policy{Enabled: o.GC.Enabled, MinRetainedSegments: o.GC.MinRetainedSegments, MaxRetainedSegments: o.GC.MaxRetainedSegments},
-		GCInterval:         o.GC.Interval,
-		Sealed:             seals,
-		Now:                o.Now,
-		Logger:             l.log,
-		Metrics:            l.m,
-		NoteErr:            l.noteErr,
-		MaxUnshippedAge:    o.MaxUnshippedAge,
-		// Appends only: Refusing; acks and deletes check Stopped.
-		RefuseWhenUnshipped: o.RefuseWhenUnshipped,
-		Fencing:             l.fence.Fencing(),
-		Epoch:               l.fence.Epoch(),
-	}
+	return shipper.OptionsFor(logopts.Options(l.opts), seals, l.log, l.m, l.noteErr, l.fence.Fencing(), l.fence.Epoch())
 }
 
 func (l *Log) closeStore() {
@@ -313,17 +274,6 @@ func (l *Log) writable() error {
 		return fmt.Errorf("%w: %v", localseg.ErrReadOnly, "opened read-only")
 	}
 	return nil
-}
-
-// stoppedWriting is why the shard refuses every write: a second writer
-// was detected (cmd/bucketlog/doc.go, Errors). Detection is not prevention: an event
-// acknowledged here could never ship, so nothing more is acknowledged until
-// the shard is reopened (which the bucket's state then decides).
-func (l *Log) stoppedWriting() error {
-	if l.ship == nil {
-		return nil
-	}
-	return l.ship.Stopped()
 }
 
 func (l *Log) noteErr(err error) {

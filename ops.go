@@ -59,13 +59,7 @@ func Restore(ctx context.Context, o RestoreOptions) (RestoreReport, error) {
 	if o.Shard < 0 {
 		return RestoreReport{}, usagef("shard %d is negative", o.Shard)
 	}
-	b, closeB, err := shipper.OpenBucket(ctx, o.BucketURL, o.Bucket)
-	if err != nil {
-		return RestoreReport{}, err
-	}
-	defer closeB()
-	dir := localseg.ShardDir(o.Dir, o.Shard)
-	rep, err := coldload.Restore(ctx, b, uint32(o.Shard), dir, coldload.Options{
+	return shipper.Restore(ctx, o.BucketURL, o.Bucket, uint32(o.Shard), localseg.ShardDir(o.Dir, o.Shard), coldload.Options{
 		Concurrency:         o.Concurrency,
 		AllowPartial:        o.AllowPartial,
 		AllowEmpty:          o.AllowEmpty,
@@ -73,20 +67,11 @@ func Restore(ctx context.Context, o RestoreOptions) (RestoreReport, error) {
 		Progress:            o.Progress,
 		Store:               localseg.Options{FS: o.FS},
 	})
-	if err != nil {
-		return rep, err
-	}
-	return rep, shipper.RecordBucket(o.FS, dir, o.BucketURL)
 }
 
 // Verify checks every object of a bucket (the checks of docs/FORMAT.md §9.2): length, digest
 // and frames of each object, and each shard's segments contiguous above its
 // watermark.
 func Verify(ctx context.Context, bucketURL string, b blobtier.Bucket, opts VerifyOptions) (VerifyReport, error) {
-	bk, closeB, err := shipper.OpenBucket(ctx, bucketURL, b)
-	if err != nil {
-		return VerifyReport{}, err
-	}
-	defer closeB()
-	return coldload.Verify(ctx, bk, opts)
+	return shipper.Verify(ctx, bucketURL, b, opts)
 }

@@ -1,26 +1,25 @@
 package bucketlog
 
 import (
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/bucketlog/bucketlog/localseg"
+	"github.com/bucketlog/bucketlog/logopts"
 )
 
 // Defaults of Options. Each is what a zero field means.
 const (
-	DefaultDir                 = "bucketlog-data"
-	DefaultSegmentMaxBytes     = localseg.DefaultSegmentMaxBytes
-	DefaultSealMaxAge          = 15 * time.Minute
-	DefaultTailInterval        = 15 * time.Second
-	DefaultSyncWait            = 10 * time.Second
-	DefaultShutdownShip        = 10 * time.Second
-	DefaultMinRetainedSegments = 2
-	DefaultUploadRetryMax      = 30 * time.Second
-	DefaultStartupTimeout      = 30 * time.Second
+	DefaultDir                 = logopts.DefaultDir
+	DefaultSegmentMaxBytes     = logopts.DefaultSegmentMaxBytes
+	DefaultSealMaxAge          = logopts.DefaultSealMaxAge
+	DefaultTailInterval        = logopts.DefaultTailInterval
+	DefaultSyncWait            = logopts.DefaultSyncWait
+	DefaultShutdownShip        = logopts.DefaultShutdownShip
+	DefaultMinRetainedSegments = logopts.DefaultMinRetainedSegments
+	DefaultUploadRetryMax      = logopts.DefaultUploadRetryMax
+	DefaultStartupTimeout      = logopts.DefaultStartupTimeout
 )
 
 // Options configure Open. The zero value opens shard 0 of 1 under
@@ -118,82 +117,18 @@ type Options struct {
 	Now func() time.Time
 }
 
-// GCOptions configure segment reclamation (docs/FORMAT.md §8).
-type GCOptions struct {
-	// Enabled turns on the periodic reclaim task (with Interval > 0).
-	Enabled bool
-	// Interval between periodic passes; 0 means no periodic task.
-	Interval time.Duration
-	// MinRetainedSegments is the floor, the active segment included
-	// (default 2).
-	MinRetainedSegments int
-	// MaxRetainedSegments enables keep-last-N retention (0: consumer
-	// interest only).
-	MaxRetainedSegments int
-}
+// GCOptions configure segment reclamation (docs/FORMAT.md §8): Enabled
+// turns on the periodic reclaim task (with Interval > 0), Interval is the
+// time between periodic passes (0: no periodic task), MinRetainedSegments
+// the floor, the active segment included (default 2), MaxRetainedSegments
+// enables keep-last-N retention (0: consumer interest only).
+type GCOptions = logopts.GC
 
 // resolved returns a copy with defaults applied, or an error for values no
-// default can repair.
+// default can repair (logopts.Resolve).
 func (o Options) resolved() (Options, error) {
-	if o.Dir == "" {
-		o.Dir = DefaultDir
-	}
-	if o.ShardIndex == 0 && o.ShardCount == 0 {
-		o.ShardCount = 1
-	}
-	if o.ShardCount < 1 || o.ShardIndex < 0 || o.ShardIndex >= o.ShardCount {
-		return o, fmt.Errorf("%w: shard index %d of count %d is not a valid pair", ErrUsage, o.ShardIndex, o.ShardCount)
-	}
-	// Contradictions are refused here, before Open touches the disk: a
-	// synchronous append waits for a tail object, so it needs a bucket and
-	// tail replication.
-	switch {
-	case o.SyncToBucket && o.DisableTailReplication:
-		return o, fmt.Errorf("%w: synchronous mode (SyncToBucket) needs tail replication, which is disabled", ErrUsage)
-	case o.SyncToBucket && !o.hasBucket() && !o.ReadOnly:
-		return o, fmt.Errorf("%w: synchronous mode (SyncToBucket) needs a bucket", ErrUsage)
-	}
-	switch {
-	case o.SegmentMaxBytes == 0:
-		o.SegmentMaxBytes = DefaultSegmentMaxBytes
-	case o.SegmentMaxBytes < 0 || o.SegmentMaxBytes > localseg.MaxSegmentBytes:
-		return o, fmt.Errorf("%w: segment max bytes %d outside 1..%d", ErrUsage, o.SegmentMaxBytes, localseg.MaxSegmentBytes)
-	}
-	if o.SealMaxAge == 0 {
-		o.SealMaxAge = DefaultSealMaxAge
-	}
-	if o.TailInterval <= 0 {
-		o.TailInterval = DefaultTailInterval
-	}
-	if o.SyncWait <= 0 {
-		o.SyncWait = DefaultSyncWait
-	}
-	if o.StartupTimeout <= 0 {
-		o.StartupTimeout = DefaultStartupTimeout
-	}
-	if o.ShutdownShipTimeout <= 0 {
-		o.ShutdownShipTimeout = DefaultShutdownShip
-	}
-	if o.GC.MinRetainedSegments <= 0 {
-		o.GC.MinRetainedSegments = DefaultMinRetainedSegments
-	}
-	if o.GC.MaxRetainedSegments < 0 {
-		return o, fmt.Errorf("%w: max retained segments %d is negative", ErrUsage, o.GC.MaxRetainedSegments)
-	}
-	if o.GC.MaxRetainedSegments > 0 && o.GC.MaxRetainedSegments < o.GC.MinRetainedSegments {
-		// The floor wins: retention never keeps fewer than the floor.
-		o.GC.MaxRetainedSegments = o.GC.MinRetainedSegments
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	if o.FS == nil {
-		o.FS = localseg.OSFS{}
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	return o, nil
+	r, err := logopts.Resolve(logopts.Options(o))
+	return Options(r), err
 }
 
-func (o Options) hasBucket() bool { return o.Bucket != nil || o.BucketURL != "" }
+func (o Options) hasBucket() bool { return logopts.Options(o).HasBucket() }

@@ -1,6 +1,7 @@
 // Package coldload rebuilds a shard's local store from the bucket alone
 // (docs/FORMAT.md §9): Hydrate for a new owner or a restore, ReadOnly for a
-// non-owner read, Verify for `bucketlog verify`.
+// non-owner read (Opener: one per read, the bucket's or else the local
+// view), Verify for `bucketlog verify`.
 //
 // # Hydrate, step by step
 //

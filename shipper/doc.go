@@ -41,6 +41,11 @@
 // when its delete failed) is no second writer: it is deleted and uploaded
 // again.
 //
+// Restore and Verify (restore.go) take the bucket the one way (OpenBucket);
+// a restored directory records its bucket like an opened one. A nil
+// *Shipper (a store without a bucket) answers the root's gates (Appended,
+// Stopped, RefusesPull, ShippedThrough) with nothing to do.
+//
 // Crash assumptions are the root package's (the disk honours fdatasync and
 // a directory fsync; the bucket is strongly consistent and honours
 // create-if-absent and compare-and-swap). A *Shipper is safe for concurrent

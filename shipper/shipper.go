@@ -289,7 +289,12 @@ func (s *Shipper) Reconciled() Reconciled { return s.rec }
 
 // ShippedThrough is the highest sequence the bucket holds contiguously as
 // far as this shipper knows.
-func (s *Shipper) ShippedThrough() uint64 { return s.repl.ShippedThrough() }
+func (s *Shipper) ShippedThrough() uint64 {
+	if s == nil {
+		return 0
+	}
+	return s.repl.ShippedThrough()
+}
 
 func (s *Shipper) noteErr(err error) {
 	if err != nil {
@@ -304,8 +309,16 @@ func (s *Shipper) Start(ctx context.Context, wg *sync.WaitGroup) { s.start(ctx, 
 // Health is nil while the shard ships, else why not.
 func (s *Shipper) Health() error { return s.health() }
 
-// Stopped is the second-writer stop (nil while the shard ships).
-func (s *Shipper) Stopped() error { return s.stopped() }
+// Stopped is the second-writer stop (nil while the shard ships, and on a
+// nil Shipper). Detection is not prevention: an event acknowledged after
+// it could never ship, so the root refuses every write until the shard is
+// reopened (which the bucket's state then decides).
+func (s *Shipper) Stopped() error {
+	if s == nil {
+		return nil
+	}
+	return s.stopped()
+}
 
 // IsDurable reports whether sealed segment id's object matches the local
 // bytes.

@@ -8,8 +8,11 @@ import (
 
 // RefusesPull is why a pull is refused after a second writer (nil before
 // one): a pull of an existing consumer writes nothing and is still served;
-// one that would create the consumer is refused.
+// one that would create the consumer is refused. Nil on a nil Shipper.
 func (s *Shipper) RefusesPull(consumer string) error {
+	if s == nil {
+		return nil
+	}
 	err := s.stopped()
 	if err == nil {
 		return nil
