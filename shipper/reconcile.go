@@ -236,15 +236,16 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 	intact := slices.DeleteFunc(slices.Clone(tv.TailObjects), func(info blobtier.ObjectInfo) bool { return damagedTails[info.Key] })
 	shipped := tailbatch.CursorFrom(s.shard, snap.ReclaimedSeq, ranges, intact)
 	s.repl = tailbatch.New(s.shard, shipped, tailbatch.Options{Disabled: !s.tailOn})
+	heldTails := heldTails(damagedTails, shipped)
 	switch {
-	case curDamaged && len(reputIDs) > 0:
-		// Not rebuilt yet: its floor counts our damaged segments, and must
-		// not vouch for them before the uploader put them again
-		// (cursorhold.go). Until then the damaged object stays, so a start
-		// after a stop reads them back again.
-		s.hold = &cursorHold{floor: tailbatch.CursorFrom(s.shard, snap.ReclaimedSeq, append(ranges, reput...), tv.TailObjects), segs: reputIDs}
-		s.log.Error("the cursor object is damaged; it is rebuilt once the damaged segments are put again", "key", blobtier.CursorKey(s.shard),
-			"shipped_through", s.hold.floor, "segments", reputIDs)
+	case curDamaged && (len(reputIDs) > 0 || heldTails > 0):
+		// Not rebuilt yet: its floor counts our damaged segments and tail
+		// objects, and must not vouch for them before they are in the
+		// bucket intact again (cursorhold.go). Until then the damaged
+		// object stays, so a start after a stop reads them back again.
+		s.hold = &cursorHold{floor: tailbatch.CursorFrom(s.shard, snap.ReclaimedSeq, append(ranges, reput...), tv.TailObjects), segs: reputIDs, tails: heldTails}
+		s.log.Error("the cursor object is damaged; it is rebuilt once the damaged segments are put again and the damaged tails' events shipped again", "key", blobtier.CursorKey(s.shard),
+			"shipped_through", s.hold.floor, "segments", reputIDs, "tails_through", heldTails)
 	case curDamaged:
 		// The damaged object's shipped_through is lost, and the rebuilt one
 		// must not lower it (the oracle of issue 12: shipped_through never

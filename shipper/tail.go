@@ -51,6 +51,10 @@ func (s *Shipper) shipTail(ctx context.Context) error {
 	if conflictKey != "" {
 		return s.secondWriter(conflictKey, failure)
 	}
+	if s.cursorHeld() {
+		// This pass may have shipped the held tails' events again.
+		herr = s.releaseCursor(ctx)
+	}
 	if s.repl.ShippedThrough() > before {
 		s.notifyShipped()
 	}
