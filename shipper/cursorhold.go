@@ -86,7 +86,7 @@ func (s *Shipper) releaseCursor(ctx context.Context) error {
 	if snap, err = s.store.Snapshot(); err != nil {
 		return err
 	}
-	c, err := tailbatch.WriteCursor(ctx, s.b, s.shard, through, snap.Consumers)
+	c, err := tailbatch.WriteCursorDeleted(ctx, s.b, s.shard, through, snap.Consumers, snap.Deleted, snap.Tip)
 	if err != nil {
 		return fmt.Errorf("rebuild the damaged cursor object: %w", err)
 	}

@@ -236,6 +236,20 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 	intact := slices.DeleteFunc(slices.Clone(tv.TailObjects), func(info blobtier.ObjectInfo) bool { return damagedTails[info.Key] })
 	shipped := tailbatch.CursorFrom(s.shard, snap.ReclaimedSeq, ranges, intact)
 	s.repl = tailbatch.New(s.shard, shipped, tailbatch.Options{Disabled: !s.tailOn})
+	// The deletes the cursor object does not carry (recalldeletes.go):
+	// from its shipped_through event, or from the verified position when
+	// it is damaged or absent.
+	from := cur.ShippedThrough
+	if curDamaged || cur.V == 0 {
+		from = shipped
+	}
+	if err := s.recallDeletes(from, cur, snap); err != nil {
+		return err
+	}
+	dsnap, err := s.store.Snapshot()
+	if err != nil {
+		return err
+	}
 	heldTails := heldTails(damagedTails, shipped)
 	switch {
 	case curDamaged && (len(reputIDs) > 0 || heldTails > 0):
@@ -254,9 +268,9 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 		floor := tailbatch.CursorFrom(s.shard, snap.ReclaimedSeq, append(ranges, reput...), tv.TailObjects)
 		var c tailbatch.Cursor
 		if floor > shipped {
-			c, err = tailbatch.WriteCursor(ctx, s.b, s.shard, floor, snap.Consumers)
+			c, err = tailbatch.WriteCursorDeleted(ctx, s.b, s.shard, floor, snap.Consumers, dsnap.Deleted, dsnap.Tip)
 		} else {
-			c, err = s.repl.SyncCursor(ctx, s.b, snap.Consumers)
+			c, err = s.repl.SyncCursorDeleted(ctx, s.b, snap.Consumers, dsnap.Deleted, dsnap.Tip)
 		}
 		if err != nil {
 			s.m.CursorWriteFailed.Inc()
