@@ -225,6 +225,20 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The deletes the cursor object does not carry (recalldeletes.go):
+	// from its shipped_through event, or from what the durable segments
+	// cover when it is damaged or absent (the rebuilt one is not below).
+	from := cur.ShippedThrough
+	if curDamaged || cur.V == 0 {
+		from = trusted
+	}
+	if err := s.recallDeletes(from, cur, snap); err != nil {
+		return err
+	}
+	dsnap, err := s.store.Snapshot()
+	if err != nil {
+		return err
+	}
 	// A damaged tail object is not shipped: it is left out of the cursor,
 	// and the next tick ships its events again. It is not deleted here: a
 	// read damaged on the way looks the same, and the object may be intact
@@ -236,30 +250,15 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 	intact := slices.DeleteFunc(slices.Clone(tv.TailObjects), func(info blobtier.ObjectInfo) bool { return damagedTails[info.Key] })
 	shipped := tailbatch.CursorFrom(s.shard, snap.ReclaimedSeq, ranges, intact)
 	s.repl = tailbatch.New(s.shard, shipped, tailbatch.Options{Disabled: !s.tailOn})
-	// The deletes the cursor object does not carry (recalldeletes.go):
-	// from its shipped_through event, or from the verified position when
-	// it is damaged or absent.
-	from := cur.ShippedThrough
-	if curDamaged || cur.V == 0 {
-		from = shipped
-	}
-	if err := s.recallDeletes(from, cur, snap); err != nil {
-		return err
-	}
-	dsnap, err := s.store.Snapshot()
-	if err != nil {
-		return err
-	}
-	heldTails := heldTails(damagedTails, shipped)
 	switch {
-	case curDamaged && (len(reputIDs) > 0 || heldTails > 0):
+	case curDamaged && (len(reputIDs) > 0 || heldTails(damagedTails, shipped) > 0):
 		// Not rebuilt yet: its floor counts our damaged segments and tail
 		// objects, and must not vouch for them before they are in the
 		// bucket intact again (cursorhold.go). Until then the damaged
 		// object stays, so a start after a stop reads them back again.
-		s.hold = &cursorHold{floor: tailbatch.CursorFrom(s.shard, snap.ReclaimedSeq, append(ranges, reput...), tv.TailObjects), segs: reputIDs, tails: heldTails}
+		s.hold = &cursorHold{floor: tailbatch.CursorFrom(s.shard, snap.ReclaimedSeq, append(ranges, reput...), tv.TailObjects), segs: reputIDs, tails: heldTails(damagedTails, shipped)}
 		s.log.Error("the cursor object is damaged; it is rebuilt once the damaged segments are put again and the damaged tails' events shipped again", "key", blobtier.CursorKey(s.shard),
-			"shipped_through", s.hold.floor, "segments", reputIDs, "tails_through", heldTails)
+			"shipped_through", s.hold.floor, "segments", reputIDs, "tails_through", s.hold.tails)
 	case curDamaged:
 		// The damaged object's shipped_through is lost, and the rebuilt one
 		// must not lower it (the oracle of issue 12: shipped_through never

@@ -23,11 +23,7 @@
 // At start, a live local consumer the bucket's cursor object shows deleted
 // (a tombstone, or unlisted with no ConsumerCreate of it after the object's
 // shipped_through event) is deleted locally: the disk is older than the
-// deletion, e.g. an older copy of the volume (consumers.go). A consumer
-// deleted in the frames at or after the object's event that the object
-// does not name is recalled into the store's record of recent deletes, so
-// the next cursor object write (also a rebuild) tombstones it
-// (recalldeletes.go).
+// deletion, e.g. an older copy of the volume (consumers.go).
 package shipper
 
 import (
