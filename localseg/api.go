@@ -137,10 +137,12 @@ type Snapshot struct {
 	TornTailBytes  int64             // bytes dropped by this open's repair
 	ActiveOpenedAt time.Time         // when the active segment got its first frame (or the store was opened)
 
-	// Deleted: consumers deleted since the store opened (at most
-	// MaxRecentDeletes, the latest), each with the sequence of the last
-	// event before its ConsumerDelete frame; a name created again is not in
-	// it. The cursor object's tombstones come from it (docs/FORMAT.md §6.6).
+	// Deleted: consumers deleted since the store opened, and those an
+	// owner recalled at start (RecallDeleted), at most MaxRecentDeletes,
+	// the latest, each with the sequence of the last event before its
+	// ConsumerDelete frame (or a bound above it); a name created again is
+	// not in it. The cursor object's tombstones come from it
+	// (docs/FORMAT.md §6.6).
 	Deleted map[string]uint64
 }
 

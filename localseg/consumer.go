@@ -132,6 +132,12 @@ const MaxRecentDeletes = 256
 // the last event assigned so far (head state). The oldest entry goes when
 // the record is full.
 func (s *Store) noteDeletedLocked(name string) {
+	s.noteDeletedAtLocked(name, max(s.nextSeq, 1)-1)
+}
+
+// noteDeletedAtLocked records name deleted with bound at (see
+// RecallDeleted).
+func (s *Store) noteDeletedAtLocked(name string, at uint64) {
 	if s.deleted == nil {
 		s.deleted = map[string]uint64{}
 	}
@@ -144,5 +150,5 @@ func (s *Store) noteDeletedLocked(name string) {
 		}
 		delete(s.deleted, oldest)
 	}
-	s.deleted[strings.Clone(name)] = max(s.nextSeq, 1) - 1
+	s.deleted[strings.Clone(name)] = at
 }

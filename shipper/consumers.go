@@ -37,8 +37,9 @@ type consumerDeleter interface {
 // consumerRun is what the local consumer frames positioned at or after
 // event S do to one consumer.
 type consumerRun struct {
-	reset   bool // a ConsumerDelete among them
-	created bool // a ConsumerCreate after the last ConsumerDelete
+	reset   bool   // a ConsumerDelete among them
+	created bool   // a ConsumerCreate after the last ConsumerDelete
+	at      uint64 // the position of the last ConsumerDelete
 }
 
 // dropCursorDeleted deletes the local consumers the cursor object cur shows
@@ -114,7 +115,7 @@ func (s *Shipper) consumerRunsFrom(from uint64, segs []localseg.SegmentInfo) (ma
 			case frame.KindConsumerCreate:
 				r.created = true
 			case frame.KindConsumerDelete:
-				r = consumerRun{reset: true}
+				r = consumerRun{reset: true, at: last}
 			}
 			runs[f.Consumer] = r
 		}

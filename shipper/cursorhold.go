@@ -20,9 +20,29 @@ import (
 // segment in segs is durable (put again and read back) or reclaimed: until
 // then every start reads the segments back, and no pass writes the cursor
 // object (tailbatch.Hooks.HoldCursor).
+//
+// The same holds for tail objects of ours read back damaged at start
+// whose events lie above the position start-up could verify: the floor
+// counts them, so the object waits until the replicator shipped through
+// tails (their events put again in objects read back intact, or in
+// durable segments) or GC reclaimed them.
 type cursorHold struct {
-	floor uint64   // the rebuilt shipped_through, counting segs
+	floor uint64   // the rebuilt shipped_through, counting segs and the damaged tails
 	segs  []uint64 // segment ids read back damaged at start
+	tails uint64   // the highest last sequence of a damaged tail object above the verified position (0: none)
+}
+
+// heldTails is the highest last sequence of the damaged tail objects
+// (keys) above shipped, the position start-up verified without them; 0
+// when there is none.
+func heldTails(damaged map[string]bool, shipped uint64) uint64 {
+	var top uint64
+	for key := range damaged {
+		if k, err := blobtier.ParseKey(key); err == nil && k.LastSeq > shipped {
+			top = max(top, k.LastSeq)
+		}
+	}
+	return top
 }
 
 // cursorHeld reports whether the cursor object is held back.
@@ -33,7 +53,7 @@ func (s *Shipper) cursorHeld() bool {
 }
 
 // releaseCursor rebuilds the held cursor object once every held segment
-// is durable or reclaimed: at least the floor start-up computed and the
+// is durable or reclaimed and the held tails' events are shipped again: at least the floor start-up computed and the
 // shipped position, with the store's consumers. It is a no-op when nothing
 // is held or a held segment still awaits its put; a failed write keeps the
 // hold, and a later pass tries again.
@@ -53,6 +73,9 @@ func (s *Shipper) releaseCursor(ctx context.Context) error {
 	for i := 0; ready && i < len(h.segs); i++ {
 		ready = h.segs[i] <= snap.ReclaimedSeg || s.durable[h.segs[i]]
 	}
+	if ready && h.tails > snap.ReclaimedSeq {
+		ready = s.repl.ShippedThrough() >= h.tails
+	}
 	s.mu.Unlock()
 	if !ready {
 		return nil
@@ -63,7 +86,7 @@ func (s *Shipper) releaseCursor(ctx context.Context) error {
 	if snap, err = s.store.Snapshot(); err != nil {
 		return err
 	}
-	c, err := tailbatch.WriteCursor(ctx, s.b, s.shard, through, snap.Consumers)
+	c, err := tailbatch.WriteCursorDeleted(ctx, s.b, s.shard, through, snap.Consumers, snap.Deleted, snap.Tip)
 	if err != nil {
 		return fmt.Errorf("rebuild the damaged cursor object: %w", err)
 	}

@@ -258,6 +258,20 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The deletes the cursor object does not carry (recalldeletes.go):
+	// from its shipped_through event, or from what the durable segments
+	// cover when it is damaged or absent (the rebuilt one is not below).
+	from := cur.ShippedThrough
+	if curDamaged || cur.V == 0 {
+		from = trusted
+	}
+	if err := s.recallDeletes(from, cur, snap); err != nil {
+		return err
+	}
+	dsnap, err := s.store.Snapshot()
+	if err != nil {
+		return err
+	}
 	// A damaged tail object is not shipped: it is left out of the cursor,
 	// and the next tick ships its events again. It is not deleted here: a
 	// read damaged on the way looks the same, and the object may be intact
@@ -275,14 +289,14 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 	shipped := tailbatch.CursorFrom(s.shard, snap.ReclaimedSeq, ranges, intact)
 	s.repl = tailbatch.New(s.shard, shipped, tailbatch.Options{Disabled: !s.tailOn, Epoch: s.o.Epoch})
 	switch {
-	case curDamaged && len(reputIDs) > 0:
-		// Not rebuilt yet: its floor counts our damaged segments, and must
-		// not vouch for them before the uploader put them again
-		// (cursorhold.go). Until then the damaged object stays, so a start
-		// after a stop reads them back again.
-		s.hold = &cursorHold{floor: tailbatch.CursorFrom(s.shard, snap.ReclaimedSeq, append(ranges, reput...), tv.TailObjects), segs: reputIDs}
-		s.log.Error("the cursor object is damaged; it is rebuilt once the damaged segments are put again", "key", blobtier.CursorKey(s.shard),
-			"shipped_through", s.hold.floor, "segments", reputIDs)
+	case curDamaged && (len(reputIDs) > 0 || heldTails(damagedTails, shipped) > 0):
+		// Not rebuilt yet: its floor counts our damaged segments and tail
+		// objects, and must not vouch for them before they are in the
+		// bucket intact again (cursorhold.go). Until then the damaged
+		// object stays, so a start after a stop reads them back again.
+		s.hold = &cursorHold{floor: tailbatch.CursorFrom(s.shard, snap.ReclaimedSeq, append(ranges, reput...), tv.TailObjects), segs: reputIDs, tails: heldTails(damagedTails, shipped)}
+		s.log.Error("the cursor object is damaged; it is rebuilt once the damaged segments are put again and the damaged tails' events shipped again", "key", blobtier.CursorKey(s.shard),
+			"shipped_through", s.hold.floor, "segments", reputIDs, "tails_through", s.hold.tails)
 	case curDamaged:
 		// The damaged object's shipped_through is lost, and the rebuilt one
 		// must not lower it (the oracle of issue 12: shipped_through never
@@ -291,9 +305,9 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 		floor := tailbatch.CursorFrom(s.shard, snap.ReclaimedSeq, append(ranges, reput...), tv.TailObjects)
 		var c tailbatch.Cursor
 		if floor > shipped {
-			c, err = tailbatch.WriteCursor(ctx, s.b, s.shard, floor, snap.Consumers)
+			c, err = tailbatch.WriteCursorDeleted(ctx, s.b, s.shard, floor, snap.Consumers, dsnap.Deleted, dsnap.Tip)
 		} else {
-			c, err = s.repl.SyncCursor(ctx, s.b, snap.Consumers)
+			c, err = s.repl.SyncCursorDeleted(ctx, s.b, snap.Consumers, dsnap.Deleted, dsnap.Tip)
 		}
 		if err != nil {
 			s.m.CursorWriteFailed.Inc()

@@ -15,8 +15,10 @@
 //
 // A damaged cursor object is rebuilt from the owner's state, never below
 // what the bucket's objects imply; while a segment object of ours read back
-// damaged at start, the rebuild waits until the uploader put it again
-// (cursorhold.go), so a start after a stop reads the segments back again.
+// damaged at start, the rebuild waits until the uploader put it again, and
+// while a tail object of ours above the verified position did, until its
+// events were shipped again (cursorhold.go), so a start after a stop reads
+// them back again.
 //
 // At start, a live local consumer the bucket's cursor object shows deleted
 // (a tombstone, or unlisted with no ConsumerCreate of it after the object's

@@ -119,6 +119,10 @@ func (s *Shipper) shipTail(ctx context.Context) error {
 	if res.CursorWritten && res.Cursor.Repaired {
 		s.log.Error("the cursor object was damaged; rewritten with the owner's state", "key", blobtier.CursorKey(s.shard), "shipped_through", res.Cursor.ShippedThrough)
 	}
+	if s.cursorHeld() {
+		// This pass may have shipped the held tails' events again.
+		herr = s.releaseCursor(ctx)
+	}
 	failure = errors.Join(herr, failure)
 	s.noteTail(failure)
 	return failure

@@ -125,6 +125,15 @@ func (r *run) retryFailed(ctx context.Context, g *retrier) *violation {
 	}
 	for s, e := range r.m.hist {
 		if e.txn == f.ev.txn && s != res.Seq {
+			if now, ok := r.base(); !res.Duplicate && ok && s < now {
+				// The earlier copy (recovered after the failure) was
+				// reclaimed since: the window holds only the ids above
+				// the reclaim base (localseg/txwindow.go), so the retry
+				// is a new event, as for an acknowledged one above.
+				delete(r.m.hist, s)
+				delete(r.m.bySeqAck, s)
+				continue
+			}
 			return fail("dedup-retry", "retry of failed %s answered sequence %d, but its transaction id is at %d", f.ev, res.Seq, s)
 		}
 	}
