@@ -359,6 +359,13 @@ func (r *run) opTakeoverMid(ctx context.Context) *violation {
 
 func isFenced(err error) bool { return errors.Is(err, bucketlog.ErrFenced) }
 
+// refusedPoisoned: a fenced writer whose local store a disk fault poisoned
+// (the injector is the world's, shared with the zombie's disk) may answer
+// poisoned instead of fenced: the store refuses first and nothing is
+// written either way (seed 120 of -sim.writers; an oracle narrowing, not
+// an engine change).
+func refusedPoisoned(err error) bool { return errors.Is(err, localseg.ErrPoisoned) }
+
 // zombieAppended judges an append answered by a writer that may have been
 // superseded meanwhile (superseded: a takeover came before the answer).
 func (r *run) zombieAppended(evs []event, first uint64, appended int, err error, superseded bool) *violation {
@@ -373,7 +380,7 @@ func (r *run) zombieAppended(evs []event, first uint64, appended int, err error,
 			r.m.failed[ev.payload] = &failure{step: r.step, ev: ev}
 		}
 		return nil
-	case z.fenced:
+	case z.fenced && !refusedPoisoned(err):
 		return fail("fenced-write-accepted", "a fenced writer's append was answered %s, not fenced", errClass(err))
 	case err == nil && r.w.sync:
 		// Acknowledged synchronously: the cut includes it (or the oracle
@@ -407,7 +414,7 @@ func (r *run) zombieShipped(l *bucketlog.Log, before uint64, err error) *violati
 	switch {
 	case isFenced(err):
 		z.fenced = true
-	case z.fenced:
+	case z.fenced && !refusedPoisoned(err):
 		return fail("fenced-write-accepted", "a fenced writer's ship was answered %s, not fenced", errClass(err))
 	case err == nil && l.ShippedThrough() > before && !r.w.nofence:
 		return fail("zombie-shipped", "a superseded writer (epoch %d) committed a shipment %d -> %d after the takeover", z.epoch, before, l.ShippedThrough())
@@ -424,7 +431,7 @@ func (r *run) opZombie(ctx context.Context) *violation {
 			z.fenced = true
 			return nil
 		}
-		if z.fenced {
+		if z.fenced && !refusedPoisoned(err) {
 			return fail("fenced-write-accepted", "a fenced writer's %s was answered %s, not fenced", what, errClass(err))
 		}
 		return nil
