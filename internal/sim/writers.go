@@ -60,6 +60,7 @@ import (
 	"github.com/bucketlog/bucketlog/frame"
 	"github.com/bucketlog/bucketlog/localseg"
 	"github.com/bucketlog/bucketlog/localseg/faultfs"
+	"github.com/bucketlog/bucketlog/watermark"
 )
 
 // writerView is one Log's view of the shared bucket: a hook around its
@@ -548,11 +549,18 @@ func zombieCount(rep coldload.VerifyReport) int {
 
 // zombieObjects counts the segment and tail objects the lineage rule skips
 // whatever the watermark: an epoch off the chain, a segment at or above the
-// fence of the cut that ends its epoch, or events all beyond that cut.
+// fence of the cut that ends its epoch, or events all beyond that cut —
+// among objects with an event above the watermark.
 func zombieObjects(ctx context.Context, b blobtier.Bucket) (int, error) {
 	lin, err := readLineage(ctx, b)
 	if err != nil {
 		return 0, err
+	}
+	var mark uint64
+	if data, _, err := b.Get(ctx, blobtier.WatermarkKey(0)); err == nil {
+		if wm, err := watermark.Decode(data); err == nil {
+			mark = wm.Seq
+		}
 	}
 	n := 0
 	for _, kind := range []blobtier.Kind{blobtier.KindSegment, blobtier.KindTail} {
@@ -567,23 +575,23 @@ func zombieObjects(ctx context.Context, b blobtier.Bucket) (int, error) {
 			if err != nil {
 				return 0, err
 			}
-			if !lin.OnChain(m.Epoch) || kind == blobtier.KindSegment && lin.SkipSegment(m.Epoch, info.Parsed.Segment) {
-				n++
-				continue
-			}
+			// Only events above the watermark count: an object wholly at
+			// or below it is GC's to delete, not a zombie verify reports
+			// (seed 292: a superseded epoch's segment below the mark).
 			events, valid := 0, 0
 			for f, err := range frame.Frames(data) {
 				if err != nil {
 					break
 				}
-				if f.Kind == frame.KindEvent {
+				if f.Kind == frame.KindEvent && f.Seq > mark {
 					events++
 					if lin.ValidSeq(m.Epoch, f.Seq) {
 						valid++
 					}
 				}
 			}
-			if events > 0 && valid == 0 {
+			skipped := !lin.OnChain(m.Epoch) || kind == blobtier.KindSegment && lin.SkipSegment(m.Epoch, info.Parsed.Segment)
+			if events > 0 && (skipped || valid == 0) {
 				n++
 			}
 		}
