@@ -45,6 +45,9 @@ type model struct {
 	nextC   int
 	nextEv  int
 	retry   *retrier // retries of earlier transaction ids (dedup.go)
+	// zombie checks every record served against what a fenced owner wrote
+	// (writers.go); nil: no second writer.
+	zombie func(localseg.Record) *violation
 }
 
 func newModel() *model {
@@ -75,6 +78,11 @@ func fail(check, format string, args ...any) *violation {
 // simulation appended. A failed append is never served (strict), unless a
 // restart since may have recovered it from data never reported durable.
 func (m *model) serve(r localseg.Record, strict bool) *violation {
+	if m.zombie != nil {
+		if v := m.zombie(r); v != nil {
+			return v
+		}
+	}
 	got := event{r.ExecutionID, r.TransactionID, r.Payload}
 	if had, ok := m.hist[r.Seq]; ok {
 		if had != got {

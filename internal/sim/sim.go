@@ -22,6 +22,13 @@
 // damaged tail upload the simulation found) and -sim.classify (for each
 // failing seed, which single suppression makes it pass).
 //
+// -sim.writers adds a second owner of the shard (writers.go): takeovers
+// between and inside the owner's requests, the superseded owner paused,
+// resumed and restarted, with the fencing oracle; -sim.nofence runs every
+// writer unfenced (the RED control). Off by default until the writer's
+// segment-id jump and a lineage-aware start-up check are merged (without
+// them main's fenced runs fail; see writers.go).
+//
 // Engine waits the simulation cannot remove (watermark.Read's pause on a
 // damaged watermark, tailbatch's jitter between lost compare-and-swap
 // races) are short and rare.
@@ -55,6 +62,9 @@ type Config struct {
 	// oracle checks are switched off while their fixes are not merged.
 	Known map[int]bool
 	Dir   string // a private real directory (see world.mirror)
+	// Writers adds the second owner of the shard (writers.go); NoFence
+	// runs every writer unfenced (the RED control).
+	Writers, NoFence bool
 }
 
 // Stats counts what runs covered.
@@ -132,6 +142,9 @@ type run struct {
 	// the lineage of each of w.saved.
 	lineage, lineages int
 	savedLine         []int
+	// The second writer (writers.go): its own random stream and state.
+	wr *rand.Rand
+	ws *writerState
 }
 
 func (r *run) logf(format string, args ...any) {
@@ -150,6 +163,12 @@ func Run(seed uint64, cfg Config, stats *Stats) Result {
 	}
 	r.w = newWorld(cfg.Dir, seed, rng.IntN(3) == 0)
 	defer r.w.close()
+	r.w.nofence = cfg.NoFence
+	if cfg.Writers {
+		r.wr = rand.New(rand.NewPCG(seed^0x5ec0d, seed*0x2545f4914f6cdd1d+7))
+		r.writerInit()
+		defer r.closeZombie()
+	}
 	r.logf("seed %d sync=%v steps=%d", seed, r.w.sync, cfg.Steps)
 	v := r.loop(context.Background())
 	return Result{Seed: seed, Violation: v, Step: r.step, Log: r.log.String()}
@@ -248,6 +267,10 @@ func (r *run) loop(ctx context.Context) *violation {
 			if err != nil && r.step > faultyUntil+3 {
 				return fail("wedge-open", "the shard cannot open %d steps after the faults stopped: %v", r.step-faultyUntil, err)
 			}
+		} else if v, ok := r.writerStep(ctx); ok {
+			if v != nil {
+				return v
+			}
 		} else {
 			o := r.pick(r.step < faultyUntil)
 			r.stats.Steps[o.name]++
@@ -273,7 +296,10 @@ func (r *run) loop(ctx context.Context) *violation {
 		r.heal()
 		return r.opForge(ctx)
 	}
-	if v := r.calm(ctx); v != nil || r.seed%4 != 0 {
+	if v := r.calm(ctx); v != nil {
+		return v
+	}
+	if v := r.checkWritersEnd(ctx); v != nil || r.seed%4 != 0 {
 		return v
 	}
 	return r.forgeZombie(ctx) // a quarter of the seeds, by seed: no draw
@@ -418,7 +444,7 @@ func errClass(err error) string {
 		err  error
 		name string
 	}{
-		{bucketlog.ErrNotInBucket, "not_in_bucket"}, {bucketlog.ErrStaleDisk, "stale_disk"}, {bucketlog.ErrDiverged, "diverged"},
+		{bucketlog.ErrFenced, "fenced"}, {bucketlog.ErrNotInBucket, "not_in_bucket"}, {bucketlog.ErrStaleDisk, "stale_disk"}, {bucketlog.ErrDiverged, "diverged"},
 		{bucketlog.ErrSecondWriter, "second_writer"}, {bucketlog.ErrUsage, "usage"}, {bucketlog.ErrInvalidState, "invalid_state"},
 		{localseg.ErrPoisoned, "poisoned"}, {localseg.ErrCorrupt, "corrupt_local"}, {blobtier.ErrCorrupt, "corrupt_object"},
 		{blobtier.ErrConflict, "conflict"}, {localseg.ErrInvalidState, "invalid_state_local"},

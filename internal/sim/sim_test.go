@@ -19,7 +19,14 @@ var (
 	flagKnown    = flag.String("sim.known", "", "comma-separated finding numbers (issue 12) to suppress, e.g. 1,4")
 	flagClassify = flag.Bool("sim.classify", false, "for each failing seed, say which single suppressed finding makes it pass")
 	flagKeepOn   = flag.Bool("sim.keepgoing", false, "run every seed and report all failures (default: stop at the first)")
+	flagWriters  = flag.Bool("sim.writers", false, "a second owner of the shard: takeovers, paused and resumed zombies (writers.go)")
+	flagNoFence  = flag.Bool("sim.nofence", false, "the RED control: every writer sees a bucket that cannot fence (unfenced, epoch 0)")
 )
+
+// config is one seed's configuration from the flags.
+func config(t *testing.T, known map[int]bool) Config {
+	return Config{Steps: *flagSteps, Known: known, Dir: tempDir(t), Writers: *flagWriters, NoFence: *flagNoFence}
+}
 
 func parseKnown(t *testing.T, s string) map[int]bool {
 	out := map[int]bool{}
@@ -49,7 +56,7 @@ func TestSim(t *testing.T) {
 	start := time.Now()
 	var failed []Result
 	for seed := first; seed < first+n; seed++ {
-		res := Run(seed, Config{Steps: *flagSteps, Known: known, Dir: tempDir(t)}, stats)
+		res := Run(seed, config(t, known), stats)
 		if *flagV {
 			t.Logf("seed %d schedule:\n%s", seed, res.Log)
 		}
@@ -85,7 +92,7 @@ func classify(t *testing.T, seed uint64, known map[int]bool) string {
 		for f := range known {
 			k[f] = true
 		}
-		if res := Run(seed, Config{Steps: *flagSteps, Known: k, Dir: tempDir(t)}, NewStats()); !res.Failed() {
+		if res := Run(seed, config(t, k), NewStats()); !res.Failed() {
 			fixes = append(fixes, strconv.Itoa(c))
 		}
 	}
@@ -108,8 +115,8 @@ func TestSimDeterministic(t *testing.T) {
 		if seed%2 == 0 {
 			known = all
 		}
-		a := Run(seed, Config{Steps: *flagSteps, Known: known, Dir: tempDir(t)}, NewStats())
-		b := Run(seed, Config{Steps: *flagSteps, Known: known, Dir: tempDir(t)}, NewStats())
+		a := Run(seed, config(t, known), NewStats())
+		b := Run(seed, config(t, known), NewStats())
 		if a.Log != b.Log {
 			t.Fatalf("seed %d: two runs differ:\n--- first\n%s\n--- second\n%s", seed, a.Log, b.Log)
 		}

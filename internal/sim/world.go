@@ -50,6 +50,13 @@ type world struct {
 	// bucket is what it talks to): bucket.json records it, so an open
 	// naming another bucket must be refused (issue 12, finding 8).
 	bucketURL string
+	// The two-writer part (writers.go): live names the current owner's
+	// directory under root ("" is "live"); view is the bucket as the Log
+	// last opened sees it (per-writer hooks); nofence presents the bucket
+	// as one that cannot fence (the RED control).
+	live    string
+	view    *writerView
+	nofence bool
 }
 
 // simBucketURL is the name of the simulation's one bucket, and
@@ -84,7 +91,7 @@ func (w *world) advance(d time.Duration) {
 	w.mu.Unlock()
 }
 
-func (w *world) dir() string { return filepath.Join(w.root, "live") }
+func (w *world) dir() string { return filepath.Join(w.root, "live"+w.live) }
 
 // clean is a view of the bucket without faults (a copy of what is at rest).
 func (w *world) clean() blobtier.Bucket {
@@ -95,7 +102,7 @@ func (w *world) options() bucketlog.Options {
 	o := bucketlog.Options{
 		Dir:             w.dir(),
 		FS:              faultfs.Wrap(w.disk, w.inj),
-		Bucket:          w.bkt,
+		Bucket:          w.newView(),
 		BucketURL:       w.bucketURL,
 		Now:             w.now,
 		NoBackground:    true,
