@@ -8,8 +8,8 @@ import (
 
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/fencing"
-	"github.com/bucketlog/bucketlog/internal/takeover"
 	"github.com/bucketlog/bucketlog/localseg"
+	"github.com/bucketlog/bucketlog/takeover"
 )
 
 // Writer fencing: exact interleavings of a zombie A (synchronous mode) and

@@ -13,8 +13,8 @@ import (
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/coldload"
 	"github.com/bucketlog/bucketlog/fencing"
-	"github.com/bucketlog/bucketlog/internal/takeover"
 	"github.com/bucketlog/bucketlog/localseg"
+	"github.com/bucketlog/bucketlog/takeover"
 )
 
 // Writer fencing, the writer's side (docs/FORMAT.md, "Writer fencing"): two

@@ -11,11 +11,11 @@ import (
 	"github.com/bucketlog/bucketlog/affinity"
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/coldload"
-	"github.com/bucketlog/bucketlog/internal/takeover"
 	"github.com/bucketlog/bucketlog/localseg"
 	"github.com/bucketlog/bucketlog/logopts"
 	"github.com/bucketlog/bucketlog/metrics"
 	"github.com/bucketlog/bucketlog/shipper"
+	"github.com/bucketlog/bucketlog/takeover"
 )
 
 // Log is one owned shard of the event log: the durable local store, and
@@ -98,7 +98,7 @@ func (l *Log) open(ctx context.Context) error {
 	}
 	l.openRep = OpenReport{Shard: o.ShardIndex, Dir: l.dir}
 
-	// The open's claim (internal/takeover) runs first; it hydrates an empty
+	// The open's claim (package takeover) runs first; it hydrates an empty
 	// disk from the bucket, so the store opens over what the bucket holds.
 	if l.bucket != nil && !o.ReadOnly {
 		hydrate := func(ctx context.Context, dir string) (coldload.Report, error) {

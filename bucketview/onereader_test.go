@@ -15,7 +15,7 @@ import (
 // fencing parts after the data listings).
 func TestOneReaderOfTheBucketState(t *testing.T) {
 	listCall := regexp.MustCompile(`\.List\(\s*ctx`)
-	for _, dir := range []string{"..", "../shipper", "../internal/takeover", "../coldload", "../reclaim", "../inspect"} {
+	for _, dir := range []string{"..", "../shipper", "../takeover", "../coldload", "../reclaim", "../inspect"} {
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		if err != nil {
 			t.Fatal(err)
