@@ -71,6 +71,14 @@ func TestFenceTakeoverFencesTheOldOwner(t *testing.T) {
 	}
 	_, err = a.Append(ctx, ev("x", 5))
 	wantFenced(t, "A's append", err)
+	// The operator's view (GET /v1/status): A fenced at epoch 1, not ready;
+	// B ready at epoch 2.
+	if st := a.Status(); !st.Fenced || st.Epoch != 1 || st.Ready || st.State != "stopped" {
+		t.Fatalf("A's status %+v, want fenced at epoch 1, stopped", st)
+	}
+	if st := b.Status(); st.Fenced || st.Epoch != 2 || !st.Ready {
+		t.Fatalf("B's status %+v, want ready at epoch 2, not fenced", st)
+	}
 	_, err = a.Pull(ctx, "c", 1)
 	wantFenced(t, "A's pull creating a consumer", err)
 	va.resetCounts()

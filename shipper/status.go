@@ -15,13 +15,16 @@ type Status struct {
 	// State is "ready" (takes appends, the bucket ships), "degraded"
 	// (takes appends, the bucket is failing: events are durable on the
 	// local disk only), "not_ready" (refuses appends: Reason says why) or
-	// "stopped" (a second writer: nothing ships).
+	// "stopped" (a second writer, or fenced: nothing ships).
 	State  string `json:"state"`
 	Ready  bool   `json:"ready"`
 	Reason string `json:"reason,omitempty"`
-	// Fenced is reserved for writer fencing (always false until then).
-	Fenced bool `json:"fenced"`
-	Bucket bool `json:"bucket"`
+	// Fenced: a newer owner claimed the shard (writer fencing); every
+	// write is refused and the process never claims again by itself.
+	// Epoch is this writer's ownership epoch (0: unfenced, or no bucket).
+	Fenced bool   `json:"fenced"`
+	Epoch  uint64 `json:"epoch"`
+	Bucket bool   `json:"bucket"`
 
 	Tip uint64 `json:"tip"`
 	// Base is the lowest sequence the local store still holds (the reclaim
@@ -69,7 +72,7 @@ func StatusOf(shard int, store Store, s *Shipper, now time.Time) Status {
 	if s == nil {
 		return st
 	}
-	st.Bucket = true
+	st.Bucket, st.Epoch, st.Fenced = true, s.o.Epoch, s.Fenced() != nil
 	st.ShippedThrough = s.repl.ShippedThrough()
 	if st.Tip > st.ShippedThrough {
 		st.Unshipped = st.Tip - st.ShippedThrough

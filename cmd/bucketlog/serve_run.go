@@ -78,7 +78,8 @@ Routes (JSON bodies; errors are {"error","class"} plus "owner_shard" for 421):
   GET    /healthz                            200 while the process answers
   GET    /v1/status                          200 {"action":"status","shards":[…]}: per shard its
                                              state (ready, degraded: the bucket is failing but
-                                             appends are taken, not_ready, stopped), tip, base,
+                                             appends are taken, not_ready, stopped: a second
+                                             writer or fenced), fenced, epoch, tip, base,
                                              watermark, shipped_through, unshipped and the age of
                                              the oldest, last shipment, last bucket error (redacted)
   GET    /readyz                             200 while the shard takes appends (open, not
