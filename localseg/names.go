@@ -1,6 +1,9 @@
 package localseg
 
-import "strings"
+import (
+	"path/filepath"
+	"strings"
+)
 
 // Predicates on a shard directory's file names, so that no package outside
 // localseg spells them (docs/FORMAT.md §3.1). Each takes a base name.
@@ -22,3 +25,10 @@ func IsIndexFile(base string) bool { return strings.HasSuffix(base, segIdxSuffix
 
 // IsTempFile reports whether base is a temporary of a durable replace.
 func IsTempFile(base string) bool { return strings.HasSuffix(base, tmpSuffix) }
+
+// IsBucketRecordFile reports whether base is the bucket record.
+func IsBucketRecordFile(base string) bool { return base == bucketRecordName }
+
+// OwnerPath is the path of dir's fencing record (owner.json's place), for
+// tools and tests that read a directory's files as bytes.
+func OwnerPath(dir string) string { return filepath.Join(dir, ownerName) }

@@ -143,7 +143,7 @@ func (w *world) open(ctx context.Context) (err error, changed string) {
 
 // hasBucketRecord reports whether the shard directory records its bucket.
 func (w *world) hasBucketRecord() bool {
-	_, ok := w.disk.Files()[path.Clean("/"+filepath.Join(w.dir(), shard0, "bucket.json"))]
+	_, ok := w.disk.Files()[path.Clean("/"+localseg.BucketRecordPath(filepath.Join(w.dir(), shard0)))]
 	return ok
 }
 
@@ -236,7 +236,7 @@ func (w *world) mirror(m *faultfs.MemFS, dir string) error {
 			made = true
 		}
 		var data []byte
-		if base == "bucket.json" {
+		if localseg.IsBucketRecordFile(base) {
 			data = files[name]
 		}
 		if err := os.WriteFile(filepath.Join(real, base), data, 0o644); err != nil {

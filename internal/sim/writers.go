@@ -216,7 +216,7 @@ func (r *run) writerStep(ctx context.Context) (*violation, bool) {
 
 // diskEpoch reads the epoch owner.json names on disk (0: none).
 func diskEpoch(disk *faultfs.MemFS, dir string) uint64 {
-	data, ok := disk.Files()[path.Clean("/"+filepath.Join(dir, shard0, "owner.json"))]
+	data, ok := disk.Files()[path.Clean("/"+localseg.OwnerPath(filepath.Join(dir, shard0)))]
 	if !ok {
 		return 0
 	}
