@@ -81,7 +81,9 @@ Routes (JSON bodies; errors are {"error","class"} plus "owner_shard" for 421):
                                              appends are taken, not_ready, stopped: a second
                                              writer or fenced), fenced, epoch, tip, base,
                                              watermark, shipped_through, unshipped and the age of
-                                             the oldest, last shipment, last bucket error (redacted)
+                                             the oldest, segments_local, segments_durable (in the
+                                             bucket), segments_remote (only in the bucket),
+                                             last shipment, last bucket error (redacted)
   GET    /readyz                             200 while the shard takes appends (open, not
                                              poisoned, not stopped, within --max-unshipped-age);
                                              a failing bucket alone leaves it 200 (see
