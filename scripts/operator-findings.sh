@@ -283,6 +283,20 @@ expect "verify finds shards [0,3] and checks both" [ "$RC" = 0 -a "$(echo "$OUT"
 bl verify --bucket "$FBURL" --shards 0,5
 expect "verify --shards 0,5: not ok, non-zero exit" [ "$RC" != 0 -a "$(echo "$OUT" | jq -r .ok)" = false ]
 
+bl restore --bucket "$FBURL" --dir "$T/all" --all-shards
+holds "restore --all-shards finds and restores shards 0 and 3" '[ "$RC" = 0 -a "$(echo "$OUT" | jq -c .shards_found)" = "[0,3]" -a "$(echo "$OUT" | jq ".restored | length")" = 2 ]'
+
+finding "an init container's 'restore if there is no local store yet'; a Dockerfile and a Kubernetes example"
+bl restore --bucket "$FBURL" --dir "$T/all" --shard 3 --if-not-exists
+holds "restore --if-not-exists over a store: exit 0, skipped" '[ "$RC" = 0 -a "$(echo "$OUT" | jq -r .skipped)" = true ]'
+bl restore --bucket "$FBURL" --dir "$T/init" --shard 3 --if-not-exists
+holds "restore --if-not-exists into an empty directory restores (last_sequence 3)" '[ "$RC" = 0 -a "$(echo "$OUT" | jq -r .last_sequence)" = 3 ]'
+echo "\$ ls deploy deploy/kubernetes"
+ls deploy deploy/kubernetes | sed 's/^/  /' | tr '\n' ' '
+echo
+holds "deploy/Dockerfile and the StatefulSet, Service and PodDisruptionBudget exist (their test: cd deploy && go test ./..., run by .ci/run)" \
+  '[ -f deploy/Dockerfile -a -f deploy/kubernetes/statefulset.yaml -a -f deploy/kubernetes/service.yaml -a -f deploy/kubernetes/poddisruptionbudget.yaml ]'
+
 finding "no list field is null: append, ship, verify, restore, inspect, scan, gc"
 nulls=0
 for cmd in "append --dir $T/n --bucket $FBURL --execution-id 1 --transaction-id n --payload p" \
