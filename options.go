@@ -96,6 +96,10 @@ type Options struct {
 	// storage). Off by default: a failing bucket alone never refuses.
 	MaxUnshippedAge     time.Duration
 	RefuseWhenUnshipped bool
+	// BucketWarnInterval spaces the WARN lines of a bucket failure streak
+	// (the first failure, then one line per interval with the count;
+	// default 1m).
+	BucketWarnInterval time.Duration
 
 	// Registerer receives the metrics (nil: none are exported).
 	Registerer prometheus.Registerer

@@ -47,6 +47,7 @@ type Options struct {
 	StartupTimeout         time.Duration
 	MaxUnshippedAge        time.Duration
 	RefuseWhenUnshipped    bool
+	BucketWarnInterval     time.Duration
 	Registerer             prometheus.Registerer
 	Logger                 *slog.Logger
 	RequireFencing         bool

@@ -32,6 +32,7 @@ func OptionsFor(o logopts.Options, seals SealSignal, log *slog.Logger, m *metric
 		MaxUnshippedAge:    o.MaxUnshippedAge,
 		// Appends only: Refusing; acks and deletes check Stopped.
 		RefuseWhenUnshipped: o.RefuseWhenUnshipped,
+		BucketWarnInterval:  o.BucketWarnInterval,
 		Fencing:             fencing,
 		Epoch:               epoch,
 	}

@@ -9,7 +9,9 @@ import (
 
 // RetryStartup runs fn until it succeeds, fails with an error transient
 // does not accept (nil: transientStartup, which refuses verdicts about the
-// data or the configuration), or timeout would pass before the next try.
+// data or the configuration), or timeout has passed (the last wait is cut
+// short so that the last try comes at the deadline: an operator's
+// --startup-timeout is retried for in full).
 // It is the start-up policy of both the reconcile check (New) and the
 // hydration of an empty directory (the root's Open): backoff from 100 ms
 // doubling to 5 s, one WARN per retry, stopped by ctx.
@@ -24,14 +26,16 @@ func RetryStartup(ctx context.Context, timeout time.Duration, log *slog.Logger, 
 		if err == nil {
 			return nil
 		}
-		if !transient(err) || time.Now().Add(backoff).After(deadline) {
+		left := time.Until(deadline)
+		if !transient(err) || left <= 0 {
 			return err
 		}
-		log.Warn(what+" failed at start; retrying", "err", err, "in", backoff)
+		wait := min(backoff, left) // the last try comes at the deadline
+		log.Warn(what+" failed at start; retrying", "err", err, "in", wait)
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%w (gave up: %v)", err, ctx.Err())
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}

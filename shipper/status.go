@@ -39,8 +39,13 @@ type Status struct {
 	// event not in the bucket (0 when none).
 	OldestUnshippedAgeSeconds float64 `json:"oldest_unshipped_age_seconds"`
 
+	// SegmentsLocal are the segment files on the local disk (the active one
+	// included); SegmentsDurable the segments the bucket holds as durable
+	// segment objects; SegmentsRemote those held only by the bucket (evicted
+	// from the local disk: 0 until a tier evicts, which fills it).
 	SegmentsLocal   int `json:"segments_local"`
 	SegmentsDurable int `json:"segments_durable"`
+	SegmentsRemote  int `json:"segments_remote"`
 	Consumers       int `json:"consumers"`
 
 	LastShippedAt     string `json:"last_shipped_at,omitempty"`

@@ -29,6 +29,7 @@ const (
 	EnvShardIndex         = "NOETL_SHARD_INDEX"
 	EnvShardCount         = "NOETL_SHARD_COUNT"
 	EnvBucketURL          = "BUCKETLOG_BUCKET_URL"
+	EnvBucketWarnInterval = "NOETL_EHDB_BUCKET_WARN_INTERVAL_SECS"
 	BackendDurableSegment = "durable_segment"
 	BackendLocalReference = "local_reference"
 )
@@ -37,7 +38,7 @@ const (
 var EnvVars = []string{
 	EnvBackend, EnvGC, EnvGCMinRetained, EnvGCMaxRetained, EnvGCInterval, EnvSegmentMaxBytes,
 	EnvSealMaxAge, EnvTailReplication, EnvTailInterval, EnvTailCleanup, EnvShardIndex,
-	EnvShardCount, EnvBucketURL,
+	EnvShardCount, EnvBucketURL, EnvBucketWarnInterval,
 }
 
 // Config is the resolved configuration of every axis, as the environment
@@ -55,6 +56,9 @@ type Config struct {
 	GC              bucketlog.GCOptions `json:"gc"`
 	// Warnings lists every value that was ignored and why.
 	Warnings []string `json:"warnings"`
+
+	// BucketWarnInterval is serve's WARN summary interval (0: the default).
+	BucketWarnInterval time.Duration `json:"bucket_warn_interval"`
 }
 
 // ConfigFromEnv reads the README's Configuration table's variables through getenv (os.Getenv in
@@ -133,6 +137,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			c.TailCleanup = b
 		}
 	}
+	if n, ok := envInt(get, warn, EnvBucketWarnInterval, 1, math.MaxInt32); ok {
+		c.BucketWarnInterval = time.Duration(n) * time.Second
+	}
 	c.BucketURL, _ = get(EnvBucketURL)
 
 	idx, _ := get(EnvShardIndex)
@@ -155,6 +162,7 @@ func (c Config) Apply(opts *bucketlog.Options) {
 	opts.TailInterval = c.TailInterval
 	opts.DisableTailCleanup = !c.TailCleanup
 	opts.GC = c.GC
+	opts.BucketWarnInterval = c.BucketWarnInterval
 }
 
 // envInt parses an integer variable in [lo, hi]; anything else keeps the

@@ -88,7 +88,8 @@
 // Every command takes --log-level and --log-format; `version` and
 // `--version` print the build. A tick that would spin a core is refused,
 // not raised: --tail-interval below 10ms and a positive --seal-max-age below
-// 1s are usage errors. A read of a --dir that does not exist is a usage
+// 1s are usage errors, and so is a --bucket-warn-interval below 1s (the
+// WARN summary of a failing bucket would be a line per request again). A read of a --dir that does not exist is a usage
 // error (a mistyped path must not look like an empty log); an existing
 // root without the shard is an empty shard. Event JSON is decoded strictly:
 // a key given twice or spelt in another case is invalid input. Every list

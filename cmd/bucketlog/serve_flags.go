@@ -32,3 +32,28 @@ func unshippedOptions(f *flagSet, opts *bucketlog.Options, maxAge time.Duration,
 	}
 	return nil
 }
+
+// minBucketWarnInterval is the shortest --bucket-warn-interval: a shorter
+// one would turn the summary back into a line per failed request.
+const minBucketWarnInterval = time.Second
+
+// addBucketWarnFlag adds serve's WARN summary interval (serveAbout).
+func addBucketWarnFlag(f *flagSet) *time.Duration {
+	return f.Duration("bucket-warn-interval", 0, "while the bucket keeps failing, one WARN line with the count per this interval (default NOETL_EHDB_BUCKET_WARN_INTERVAL_SECS, else 1m; at least 1s)")
+}
+
+// bucketWarnOptions checks --bucket-warn-interval into opts (it overrides
+// the environment's).
+func bucketWarnOptions(f *flagSet, opts *bucketlog.Options, d time.Duration) error {
+	if !f.isSet("bucket-warn-interval") {
+		return nil
+	}
+	if d < minBucketWarnInterval {
+		return usagef("--bucket-warn-interval %v is below the minimum %v", d, minBucketWarnInterval)
+	}
+	if opts.BucketURL == "" && opts.Bucket == nil {
+		return usagef("--bucket-warn-interval needs a bucket (--bucket or BUCKETLOG_BUCKET_URL)")
+	}
+	opts.BucketWarnInterval = d
+	return nil
+}

@@ -81,7 +81,9 @@ Routes (JSON bodies; errors are {"error","class"} plus "owner_shard" for 421):
                                              appends are taken, not_ready, stopped: a second
                                              writer or fenced), fenced, epoch, tip, base,
                                              watermark, shipped_through, unshipped and the age of
-                                             the oldest, last shipment, last bucket error (redacted)
+                                             the oldest, segments_local, segments_durable (in the
+                                             bucket), segments_remote (only in the bucket),
+                                             last shipment, last bucket error (redacted)
   GET    /readyz                             200 while the shard takes appends (open, not
                                              poisoned, not stopped, within --max-unshipped-age);
                                              a failing bucket alone leaves it 200 (see
@@ -120,7 +122,7 @@ takes nothing for 1m is closed.
 
 With the bucket unreachable serve keeps appending (events are durable on the
 local disk) and retrying: it logs a WARN at the first failure, then one WARN
-a minute with the count while it lasts, and an INFO when the bucket recovers;
+per --bucket-warn-interval (default 1m) with the count while it lasts, and an INFO when the bucket recovers;
 /v1/status and the metrics show it, /readyz stays 200. --max-unshipped-age D
 makes /readyz 503 once the bucket has failed for longer than D and the oldest
 unshipped event is older than D; with --refuse-when-unshipped appends are
@@ -149,6 +151,7 @@ func runServe(c *cli, args []string) int {
 	startup := f.Duration("startup-timeout", 0, fmt.Sprintf("how long opening retries a bucket that does not answer before it gives up (default %v)", bucketlog.DefaultStartupTimeout))
 	shipTimeout := f.Duration("shutdown-ship-timeout", 0, "on SIGTERM, the bound on the last tail shipment (default 10s)")
 	maxUnshipped, refuseUnshipped := addUnshippedFlags(f)
+	warnEvery := addBucketWarnFlag(f)
 	if stop, code := c.parse(f, args); stop {
 		return code
 	}
@@ -205,6 +208,9 @@ func runServe(c *cli, args []string) int {
 	}
 
 	if err := unshippedOptions(f, &opts, *maxUnshipped, *refuseUnshipped); err != nil {
+		return c.fail(err)
+	}
+	if err := bucketWarnOptions(f, &opts, *warnEvery); err != nil {
 		return c.fail(err)
 	}
 
