@@ -300,7 +300,10 @@ func (s *Store) rebuildTxWindow() error {
 		var err error
 		if buf, recs, err = s.txRecsOf(seg, buf); err != nil {
 			var ce *CorruptionError
-			if !errors.As(err, &ce) {
+			if !errors.As(err, &ce) && !errors.Is(err, ErrRemoteRead) {
+				// (An evicted segment the bucket does not serve now ends
+				// the rebuild like a damaged one: the open does not wait
+				// for the bucket.)
 				return err
 			}
 			s.log.Warn("localseg: transaction window rebuilt only from the segments after a damaged one", "dir", s.dir, "segment", seg.id, "err", err)
@@ -342,6 +345,13 @@ func (s *Store) txRecsOf(seg *segment, buf []byte) ([]byte, []txRec, error) {
 		return buf, nil, nil
 	}
 	f := seg.f
+	if rf, ok, err := s.remoteFile(seg.id); ok {
+		// Evicted (evict.go): the window still covers it, from the bucket.
+		if err != nil {
+			return buf, nil, err
+		}
+		f = rf
+	}
 	if f == nil {
 		var err error
 		if f, err = s.fs.OpenFile(s.segPath(seg.id), os.O_RDONLY, 0); err != nil {

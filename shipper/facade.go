@@ -34,6 +34,7 @@ func OptionsFor(o logopts.Options, seals SealSignal, log *slog.Logger, m *metric
 		RefuseWhenUnshipped: o.RefuseWhenUnshipped,
 		Fencing:             fencing,
 		Epoch:               epoch,
+		LocalRetentionBytes: o.LocalRetentionBytes,
 	}
 }
 
