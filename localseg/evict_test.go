@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -428,4 +429,66 @@ func TestEvictCrashSweep(t *testing.T) {
 		t.Fatalf("only %d crash points inside an eviction", points)
 	}
 	t.Logf("crash points inside an eviction: %d", points)
+}
+
+// TestEvictConcurrentReads evicts while appends and reads run: no read
+// fails or differs (a read that finds the file gone goes to the bucket).
+func TestEvictConcurrentReads(t *testing.T) {
+	f := &evictFixture{dir: t.TempDir(), fs: localseg.OSFS{}, remote: newFakeRemote()}
+	s := f.open(t)
+	defer s.Close()
+	f.append(t, s, 200)
+	want := slices.Clone(f.want)
+	stop := make(chan struct{})
+	errs := make(chan error, 2)
+	var wg sync.WaitGroup
+	for g := range 2 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					errs <- nil
+					return
+				default:
+				}
+				var recs []localseg.Record
+				if g == 0 {
+					p, err := s.Scan(0, len(want))
+					if err != nil {
+						errs <- err
+						return
+					}
+					recs = p.Records
+				} else {
+					p, err := s.ReadExecution("2", 0, len(want))
+					if err != nil {
+						errs <- err
+						return
+					}
+					recs = p.Records
+				}
+				for _, r := range recs {
+					if r.Seq <= uint64(len(want)) && want[r.Seq-1].Payload != r.Payload {
+						errs <- fmt.Errorf("sequence %d reads %q", r.Seq, r.Payload)
+						return
+					}
+				}
+			}
+		})
+	}
+	for range 20 {
+		f.append(t, s, 20)
+		f.remote.ship(t, s)
+		if _, err := s.Evict(4<<10, f.remote.has); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.check(t, s, 0)
 }
