@@ -252,8 +252,10 @@
 // segment or beyond, or evicted segments with no segment file left at all,
 // is ErrLostState; a record that does not parse is ErrCorrupt. The
 // transaction window's rebuild at open reads evicted segments from the
-// bucket too (bounded by the window); when the bucket fails it stops there
-// (logged), as at a damaged segment.
+// bucket too (bounded by the window); when the bucket does not serve one,
+// the open goes on (reads work) but the store is poisoned for writes
+// (ErrPoisoned wrapping ErrRemoteRead) until a reopen finds the bucket
+// answering: a window missing those ids would write a retry twice.
 //
 // Not built yet (later sessions): a lazy hydrate (a new owner fetches only
 // the newest segments within the budget), derived index objects in the

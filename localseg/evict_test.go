@@ -311,6 +311,11 @@ func TestEvictRemoteFailure(t *testing.T) {
 	if _, err := s.Scan(0, 1000); !errors.Is(err, localseg.ErrRemoteRead) {
 		t.Fatalf("scan over a damaged bucket copy: %v", err)
 	}
+	// The transaction window could not be rebuilt: writes are refused
+	// (a retry of an evicted event's id must not be written twice).
+	if _, err := s.Append(localseg.Event{ExecutionID: "1", TransactionID: "t0", Payload: "again"}); !errors.Is(err, localseg.ErrPoisoned) || !errors.Is(err, localseg.ErrRemoteRead) {
+		t.Fatalf("append with the window incomplete: %v", err)
+	}
 	s.Close()
 }
 

@@ -173,7 +173,7 @@ func fetchVerified(remote RemoteSource, en evictEntry) ([]byte, error) {
 	defer cancel()
 	data, err := remote.FetchSegment(ctx, en.ID)
 	if err != nil {
-		return nil, fmt.Errorf("%w: segment %d: %v", ErrRemoteRead, en.ID, err)
+		return nil, fmt.Errorf("%w: segment %d: %w", ErrRemoteRead, en.ID, err)
 	}
 	if int64(len(data)) != en.Size || xxhash.Sum64(data) != en.digest {
 		return nil, fmt.Errorf("%w: segment %d: the bucket's copy (%d bytes, xxh64 %016x) is not the evicted segment (%d bytes, xxh64 %s)",

@@ -300,10 +300,18 @@ func (s *Store) rebuildTxWindow() error {
 		var err error
 		if buf, recs, err = s.txRecsOf(seg, buf); err != nil {
 			var ce *CorruptionError
-			if !errors.As(err, &ce) && !errors.Is(err, ErrRemoteRead) {
-				// (An evicted segment the bucket does not serve now ends
-				// the rebuild like a damaged one: the open does not wait
-				// for the bucket.)
+			if errors.Is(err, ErrRemoteRead) {
+				// An evicted segment the bucket does not serve now: the
+				// window would miss its ids, and a retry of one of them
+				// would be written twice. The open goes on (it changed
+				// nothing it may not) and reads work, but every write is
+				// refused until a reopen finds the bucket answering
+				// (evict.go).
+				s.poison = fmt.Errorf("%w: the transaction window could not be rebuilt from an evicted segment; reopen once the bucket answers: %w", ErrPoisoned, err)
+				s.log.Error("localseg: transaction window incomplete: writes refused until the store is reopened with the bucket answering", "dir", s.dir, "segment", seg.id, "err", err)
+				break
+			}
+			if !errors.As(err, &ce) {
 				return err
 			}
 			s.log.Warn("localseg: transaction window rebuilt only from the segments after a damaged one", "dir", s.dir, "segment", seg.id, "err", err)
