@@ -244,3 +244,52 @@ func TestEvictKeepsUndurable(t *testing.T) {
 	}
 	readAllBack(t, l, execs, want)
 }
+
+// TestEvictedObjectMissingRefusesStart: the owner does not start over an
+// evicted segment the bucket no longer holds (its events exist nowhere
+// else); with the object back, it starts and reads everything.
+func TestEvictedObjectMissingRefusesStart(t *testing.T) {
+	v := newEnv(t, backends[0], true)
+	opts := bucketlog.Options{Dir: t.TempDir(), Bucket: v.b, SegmentMaxBytes: evictSegMax, NoBackground: true,
+		LocalRetentionBytes: 2 * evictSegMax}
+	l := open(t, opts)
+	execs := execsOf(0, 1, 3)
+	ctx := ctxT(t)
+	want := make([]localseg.Record, 0, 300)
+	for i := range 300 {
+		e := evictEvent(execs, i)
+		res, err := l.Append(ctx, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, localseg.Record{Seq: res.Seq, ExecutionID: e.ExecutionID, TransactionID: e.TransactionID, Payload: e.Payload})
+	}
+	if _, err := l.Ship(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if !l.Store().IsEvicted(2) {
+		t.Fatalf("segment 2 not evicted: %+v", l.Store().RemoteStats())
+	}
+	closeLog(t, l)
+	key := blobtier.SegmentKey(0, 2)
+	data, meta, err := v.b.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.b.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	opts.Logger = quietLogger(t)
+	opts.StartupTimeout = 300 * time.Millisecond // a missing object is retried like a failing bucket
+	if l, err := bucketlog.Open(ctx, opts); err == nil {
+		l.Close()
+		t.Fatal("the owner started over an evicted segment the bucket lacks")
+	} else if !strings.Contains(err.Error(), "evicted") {
+		t.Fatalf("open: %v", err)
+	}
+	if err := v.b.PutIfAbsent(ctx, key, data, meta.Epoch); err != nil {
+		t.Fatal(err)
+	}
+	l = open(t, opts)
+	readAllBack(t, l, execs, want)
+}

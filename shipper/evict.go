@@ -59,7 +59,10 @@ func (s *Shipper) evictedMatch(seg localseg.SegmentInfo, meta blobtier.Meta) (ma
 }
 
 // checkEvicted refuses a start whose evicted segments above the reclaim
-// base the bucket no longer holds intact: their events exist nowhere else.
+// base the bucket does not list with the evicted bytes' metadata: their
+// events exist nowhere else. It is not a verdict on the disk (a listing may
+// have missed the object): the start is retried like a failing bucket, and
+// fails naming the segment when it stays missing.
 func (s *Shipper) checkEvicted(snap localseg.Snapshot, baseSeg uint64) error {
 	ev, ok := s.store.(evicter)
 	if !ok {
@@ -67,8 +70,8 @@ func (s *Shipper) checkEvicted(snap localseg.Snapshot, baseSeg uint64) error {
 	}
 	for _, seg := range snap.Segments {
 		if _, _, evicted := ev.EvictedSegment(seg.ID); evicted && seg.ID > baseSeg && !s.durable[seg.ID] {
-			return fmt.Errorf("%w: segment %d (sequences %d–%d) was evicted from the local disk and the bucket does not hold it as it was (%s)",
-				localseg.ErrLostState, seg.ID, seg.FirstSeq, seg.LastSeq, blobtier.SegmentKey(s.shard, seg.ID))
+			return fmt.Errorf("segment %d (sequences %d–%d) was evicted from the local disk and the bucket does not hold it as it was (%s): its events exist nowhere else; restore the object, or fence this disk and restore the shard from what the bucket holds",
+				seg.ID, seg.FirstSeq, seg.LastSeq, blobtier.SegmentKey(s.shard, seg.ID))
 		}
 	}
 	return nil
