@@ -262,8 +262,10 @@
 // bucket for a machine that never had the segment, ranged GETs (whole
 // segments are fetched), paging out evicted segments' index entries, and
 // self-healing a corrupt local segment from its bucket copy; the benches.
-// An evicted segment whose bucket object is gone or differs is refused at
-// the owner's start (shipper: ErrLostState, ErrDiverged), not repaired.
+// An evicted segment whose bucket object is not listed with its metadata
+// stops the owner's start (shipper/evict.go: retried like a failing
+// bucket, then refused naming the segment; ErrDiverged when it differs),
+// not repaired.
 //
 // # Decisions docs/FORMAT.md leaves to this package
 //
