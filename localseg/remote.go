@@ -228,19 +228,18 @@ func (memFile) Close() error                       { return nil }
 
 // RemoteStats counts the reads of evicted segments.
 type RemoteStats struct {
-	Evicted        int   // segments evicted now
-	EvictedBytes   int64 // their bytes
-	EvictedTotal   int64 // segments this store evicted since it opened
-	Fetches        int64 // segments fetched from the bucket
-	FetchBytes     int64
-	FetchFailures  int64
-	CacheHits      int64
-	CacheMisses    int64
-	CacheBytes     int64
-	LocalBytes     int64 // the logical bytes of local segment files, the active one included
-	LocalSealed    int64 // those of sealed ones (what the budget bounds)
-	LocalSegments  int
-	RemoteSegments int
+	Evicted       int   // segments evicted now
+	EvictedBytes  int64 // their bytes
+	EvictedTotal  int64 // segments this store evicted since it opened
+	Fetches       int64 // segments fetched from the bucket
+	FetchBytes    int64
+	FetchFailures int64
+	CacheHits     int64
+	CacheMisses   int64
+	CacheBytes    int64
+	LocalBytes    int64 // the logical bytes of local segment files, the active one included
+	LocalSealed   int64 // those of sealed ones (what the budget bounds)
+	LocalSegments int
 }
 
 // RemoteStats reports the evicted segments and their reads.
@@ -260,7 +259,6 @@ func (s *Store) RemoteStats() RemoteStats {
 		}
 	}
 	s.mu.Unlock()
-	r.RemoteSegments = r.Evicted
 	e := &s.ev
 	r.EvictedTotal, r.Fetches, r.FetchBytes, r.FetchFailures = e.evicted.Load(), e.fetches.Load(), e.fetchBytes.Load(), e.failures.Load()
 	r.CacheHits, r.CacheMisses = e.hits.Load(), e.misses.Load()
