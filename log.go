@@ -123,6 +123,7 @@ func (l *Log) open(ctx context.Context) error {
 	storeOpts := logopts.Options(o).Store(l.log)
 	seals := shipper.NewSealSignal()
 	storeOpts.Observer = seals.Observer(l.m.FsyncSeconds)
+	storeOpts.Remote = shipper.RemoteSegments(l.bucket, uint32(o.ShardIndex))
 	if o.ReadOnly {
 		st, err := localseg.Open(l.dir, storeOpts)
 		if err != nil {
@@ -138,10 +139,13 @@ func (l *Log) open(ctx context.Context) error {
 			return err
 		}
 		l.store = st
-		l.cold = coldload.Opener(l.bucket, affinity.LocalColdReader(o.Dir, storeOpts))
+		cold := storeOpts
+		cold.Remote = nil // another shard's evicted segments are not this shard's objects
+		l.cold = coldload.Opener(l.bucket, affinity.LocalColdReader(o.Dir, cold))
 	}
 	l.openRep.Store = l.store.OpenReport()
 	l.m.WatchStore(l.store)
+	l.m.WatchRemote(o.LocalRetentionBytes, func() (localseg.RemoteStats, bool) { return l.store.RemoteStats(), true })
 	if rep := l.openRep.Store; rep.TornTailBytes > 0 {
 		l.log.Warn("torn tail repaired", "segment", rep.TornTailSegment, "bytes_dropped", rep.TornTailBytes)
 	}

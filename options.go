@@ -119,6 +119,13 @@ type Options struct {
 	FS FS
 	// Now replaces time.Now (tests).
 	Now func() time.Time
+
+	// LocalRetentionBytes > 0 bounds the sealed segments on the local disk
+	// (needs a bucket): the oldest ones durable in the bucket leave it and
+	// are read from the bucket (localseg/doc.go, Eviction). 0 keeps
+	// everything. RemoteCacheBytes bounds the fetched segments kept in
+	// memory (default 64 MiB).
+	LocalRetentionBytes, RemoteCacheBytes int64
 }
 
 // GCOptions configure segment reclamation (docs/FORMAT.md §8): Enabled

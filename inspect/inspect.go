@@ -41,6 +41,9 @@ type Segment struct {
 	FirstSeq uint64 `json:"first_sequence"`
 	LastSeq  uint64 `json:"last_sequence"`
 	Sealed   bool   `json:"sealed"`
+	// Remote: evicted to the bucket (localseg evict.go); its file is gone
+	// and its frames are not read here (Frames is 0).
+	Remote bool `json:"remote"`
 }
 
 // Dir reads a shard directory read-only: segments, sizes, frame counts,
@@ -70,6 +73,10 @@ func Dir(dir, bucket string) (Report, error) {
 	rep.Tip, rep.Base, rep.Consumers = snap.Tip, snap.ReclaimedSeq+1, snap.Consumers
 	for _, seg := range snap.Segments {
 		is := Segment{ID: seg.ID, Bytes: seg.Size, Events: seg.Events, FirstSeq: seg.FirstSeq, LastSeq: seg.LastSeq, Sealed: seg.Sealed}
+		if is.Remote = st.IsEvicted(seg.ID); is.Remote {
+			rep.Segments = append(rep.Segments, is)
+			continue
+		}
 		data, err := st.ReadRange(seg.ID, 0, seg.Size)
 		if err != nil {
 			rep.Problems = append(rep.Problems, fmt.Sprintf("segment %d: %v", seg.ID, err))

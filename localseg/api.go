@@ -218,6 +218,13 @@ type Options struct {
 	// MaxConsumers bounds the consumers a pull may create (consumerlimit.go;
 	// 0: DefaultMaxConsumers, at most MaxConsumersCeiling).
 	MaxConsumers int
+
+	// Remote reads evicted segments from the bucket (evict.go); nil: an
+	// evicted segment's reads fail with ErrRemoteRead. RemoteCacheBytes
+	// bounds the fetched segments kept in memory (0:
+	// DefaultRemoteCacheBytes).
+	Remote           RemoteSource
+	RemoteCacheBytes int64
 }
 
 // ShardPair names shard Index of a pool of Count.

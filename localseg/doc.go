@@ -224,6 +224,49 @@
 // a read-only open never writes one. Every read still checks each frame's
 // CRC, and a per-execution read checks each record's execution id.
 //
+// # Eviction (tiered storage, issue 16: first slice)
+//
+// Built: Store.Evict (evict.go) moves the oldest sealed segments off the
+// disk while the sealed segments on disk exceed a budget, each only when
+// the caller (the shipper: verified and read back) says its bucket copy is
+// durable, stopping at the first that is not; the active segment never
+// goes. Per segment: hash it and make its index file valid (index files of
+// evicted segments stay on disk, so an index build and a per-execution read
+// fetch only the segments they need), then commit evicted.json (id, length,
+// xxh64, first event; writeDurably, docs/FORMAT.md §3.11) — the point of no
+// return — then unlink and fsync the directory. A crash before the commit
+// evicts nothing; after it the next writable open sweeps the file like a
+// reclaim leftover (with DeferCleanup, at RemoveLeftovers). A failed commit
+// poisons the store, as a failed reclaim.json does. Eviction is not
+// reclaim: an evicted event exists and reads back (Scan, ReadExecution,
+// Get, Pull and everything above them) from the bucket through
+// Options.Remote, checked as a restore checks an object: length and xxh64
+// against evicted.json, every frame (CRC, body, sequences); a bounded LRU
+// (Options.RemoteCacheBytes) keeps fetched segments, one fetch per segment
+// at a time. Any failure of such a read is ErrRemoteRead (a storage error,
+// 503; never ErrCorrupt, never a short page, never sticky: the next read
+// tries again). A reclaim of an evicted range removes it like any other
+// (its index file; there is no segment file); entries at or below
+// reclaim.json are stale and ignored. At open a missing segment file is
+// accepted only when evicted.json names it; a record naming the active
+// segment or beyond, or evicted segments with no segment file left at all,
+// is ErrLostState; a record that does not parse is ErrCorrupt. The
+// transaction window's rebuild at open reads evicted segments from the
+// bucket too (bounded by the window); when the bucket does not serve one,
+// the open goes on (reads work) but the store is poisoned for writes
+// (ErrPoisoned wrapping ErrRemoteRead) until a reopen finds the bucket
+// answering: a window missing those ids would write a retry twice.
+//
+// Not built yet (later sessions): a lazy hydrate (a new owner fetches only
+// the newest segments within the budget), derived index objects in the
+// bucket for a machine that never had the segment, ranged GETs (whole
+// segments are fetched), paging out evicted segments' index entries, and
+// self-healing a corrupt local segment from its bucket copy; the benches.
+// An evicted segment whose bucket object is not listed with its metadata
+// stops the owner's start (shipper/evict.go: retried like a failing
+// bucket, then refused naming the segment; ErrDiverged when it differs),
+// not repaired.
+//
 // # Decisions docs/FORMAT.md leaves to this package
 //
 //   - Page.Clamped is true when some records after the cursor were

@@ -23,7 +23,7 @@ func classifyNames(names []string, reclaimedSeg uint64) (kept, leftovers, idxs [
 			} else {
 				kept = append(kept, id)
 			}
-		} else if strings.HasSuffix(name, tmpSuffix) && (strings.HasPrefix(name, segPrefix) || strings.HasPrefix(name, manifestName) || strings.HasPrefix(name, shardName)) {
+		} else if strings.HasSuffix(name, tmpSuffix) && (strings.HasPrefix(name, segPrefix) || strings.HasPrefix(name, manifestName) || strings.HasPrefix(name, shardName) || strings.HasPrefix(name, evictedName)) {
 			tmps = append(tmps, name)
 		} else if id, ok := parseSegmentIndexName(name); ok && id <= reclaimedSeg {
 			tmps = append(tmps, name)

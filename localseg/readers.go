@@ -1,7 +1,9 @@
 package localseg
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -17,6 +19,8 @@ type readerCache struct {
 	open   map[uint64]*rfile
 	clock  uint64
 	closed bool
+	// remote serves an evicted segment (remote.go): ok when id is evicted.
+	remote func(id uint64) (File, bool, error)
 }
 
 type rfile struct {
@@ -33,7 +37,34 @@ func (c *readerCache) init(fsys FS, dir string) {
 	c.fs, c.dir, c.open = fsys, dir, make(map[uint64]*rfile)
 }
 
+// get opens segment id for a read: an evicted one from the bucket (not
+// kept among the open files; its fetched bytes are cached by the store),
+// including one evicted after its file was looked for.
 func (c *readerCache) get(id uint64) (*rfile, error) {
+	if r, ok, err := c.getRemote(id); ok {
+		return r, err
+	}
+	r, err := c.getLocal(id)
+	if errors.Is(err, fs.ErrNotExist) {
+		if r, ok, rerr := c.getRemote(id); ok {
+			return r, rerr
+		}
+	}
+	return r, err
+}
+
+func (c *readerCache) getRemote(id uint64) (*rfile, bool, error) {
+	if c.remote == nil {
+		return nil, false, nil
+	}
+	f, ok, err := c.remote(id)
+	if !ok || err != nil {
+		return nil, ok, err
+	}
+	return &rfile{id: id, f: f, refs: 1, dead: true}, true, nil
+}
+
+func (c *readerCache) getLocal(id uint64) (*rfile, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {

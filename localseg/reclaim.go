@@ -98,6 +98,10 @@ func (s *Store) Reclaim(throughSegment uint64) (res ReclaimResult, err error) {
 		if err := removeSegIndex(s.fs, s.dir, seg.id); err != nil {
 			s.log.Warn("localseg: unlink of a reclaimed segment's index file failed; the next open deletes it", "dir", s.dir, "segment", seg.id, "err", err)
 		}
+		if s.IsEvicted(seg.id) {
+			res.Removed = append(res.Removed, seg.id) // its file left with the eviction
+			continue
+		}
 		if err := s.fs.Remove(s.segPath(seg.id)); err != nil {
 			s.log.Warn("localseg: unlink of a reclaimed segment failed; the next open deletes it", "dir", s.dir, "segment", seg.id, "err", err)
 			continue
@@ -122,6 +126,7 @@ func (s *Store) Reclaim(throughSegment uint64) (res ReclaimResult, err error) {
 	for _, seg := range gone {
 		s.readers.drop(seg.id)
 	}
+	s.ev.forgetThrough(throughSegment)
 	s.log.Info("localseg: reclaimed segments", "dir", s.dir, "through_segment", throughSegment, "through_seq", res.ThroughSeq, "bytes", res.Bytes)
 	return res, nil
 }

@@ -55,6 +55,14 @@ func (s *Store) recover() error {
 		return fmt.Errorf("localseg: list %s: %w", s.dir, err)
 	}
 	kept, leftovers, idxs, tmps := classifyNames(names, s.reclaimedSeg)
+	// Segments evicted to the bucket stand in for their files only
+	// because evicted.json names them (evictrec.go); files it names are
+	// swept like leftovers.
+	kept, sweep, err := s.mergeEvicted(kept)
+	if err != nil {
+		return err
+	}
+	tmps = append(tmps, sweep...)
 	// Before anything is changed: a refused open leaves the directory as
 	// it found it.
 	for i, id := range kept {
@@ -230,6 +238,10 @@ const maxSegmentFile = 256 << 20
 func (s *Store) recoverSegments(ids []uint64, ck *checkpoint, ckFileLen int) error {
 	highest := ids[len(ids)-1]
 	for _, id := range ids[:len(ids)-1] {
+		if en, ok := s.ev.get(id); ok {
+			s.segs = append(s.segs, &segment{id: id, size: en.Size, first: en.First, known: true, sealed: true})
+			continue
+		}
 		st, err := s.fs.Stat(s.segPath(id))
 		if err != nil {
 			return fmt.Errorf("localseg: stat segment %d: %w", id, err)
@@ -318,6 +330,9 @@ func (s *Store) recoverSegments(ids []uint64, ck *checkpoint, ckFileLen int) err
 			seg.known = true // first stays 0 unless an event is found
 		}
 		open := func(id uint64) (io.ReaderAt, func(), error) {
+			if f, ok, err := s.remoteFile(id); ok {
+				return f, func() {}, err
+			}
 			rf, err := s.fs.OpenFile(s.segPath(id), os.O_RDONLY, 0)
 			if err != nil {
 				return nil, nil, err

@@ -272,6 +272,9 @@ type segIdxFiles struct {
 	dir    string
 	write  bool
 	loaded *atomic.Int64 // segments taken from their index files
+	// evicted reports the digest an evicted segment had when it left the
+	// disk (evict.go): its index file is trusted when it records that.
+	evicted func(id uint64) (size int64, digest uint64, ok bool)
 }
 
 // IndexFileLoads reports how many sealed segments this store's replays took
@@ -281,7 +284,7 @@ func (s *Store) IndexFileLoads() int64 { return s.idxLoads.Load() }
 
 // segIdxFiles is how the store's replays use index files.
 func (s *Store) segIdxFiles() *segIdxFiles {
-	return &segIdxFiles{fs: s.fs, dir: s.dir, write: !s.readOnly, loaded: &s.idxLoads}
+	return &segIdxFiles{fs: s.fs, dir: s.dir, write: !s.readOnly, loaded: &s.idxLoads, evicted: s.EvictedSegment}
 }
 
 // writeSegIndex writes an index file (no fsync: it is a cache). Errors are
@@ -331,6 +334,13 @@ func (x *segIdxFiles) load(open openSegFunc, rg segRange, buf []byte) (*piece, [
 	}
 	if skipSegmentDigest.Load() {
 		return p, buf, true
+	}
+	if x.evicted != nil {
+		// An evicted segment's bytes are checked against this digest
+		// whenever they are fetched: the file is trusted without them.
+		if size, d, ok := x.evicted(rg.id); ok {
+			return p, buf, size == rg.to && d == digest
+		}
 	}
 	sum, buf, err := hashSegment(open, rg, buf)
 	if err != nil || sum != digest {

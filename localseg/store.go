@@ -102,6 +102,7 @@ type Store struct {
 	lock          io.Closer
 	report        OpenReport
 	readers       readerCache
+	ev            evictState // evicted segments and their fetched bytes (evict.go, remote.go)
 	// deferCleanup: Options.DeferCleanup; deferred is what recovery left
 	// for RemoveLeftovers.
 	deferCleanup bool
@@ -258,6 +259,8 @@ func open(dir string, opts Options) (*Store, error) {
 	s.deferCleanup = opts.DeferCleanup
 	s.cond.L = &s.mu
 	s.readers.init(s.fs, dir)
+	s.ev.init(opts.Remote, opts.RemoteCacheBytes)
+	s.readers.remote = s.remoteFile
 	err := s.recover()
 	if err == nil {
 		err = s.recordShardPair()

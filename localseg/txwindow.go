@@ -300,6 +300,17 @@ func (s *Store) rebuildTxWindow() error {
 		var err error
 		if buf, recs, err = s.txRecsOf(seg, buf); err != nil {
 			var ce *CorruptionError
+			if errors.Is(err, ErrRemoteRead) {
+				// An evicted segment the bucket does not serve now: the
+				// window would miss its ids, and a retry of one of them
+				// would be written twice. The open goes on (it changed
+				// nothing it may not) and reads work, but every write is
+				// refused until a reopen finds the bucket answering
+				// (evict.go).
+				s.poison = fmt.Errorf("%w: the transaction window could not be rebuilt from an evicted segment; reopen once the bucket answers: %w", ErrPoisoned, err)
+				s.log.Error("localseg: transaction window incomplete: writes refused until the store is reopened with the bucket answering", "dir", s.dir, "segment", seg.id, "err", err)
+				break
+			}
 			if !errors.As(err, &ce) {
 				return err
 			}
@@ -342,6 +353,13 @@ func (s *Store) txRecsOf(seg *segment, buf []byte) ([]byte, []txRec, error) {
 		return buf, nil, nil
 	}
 	f := seg.f
+	if rf, ok, err := s.remoteFile(seg.id); ok {
+		// Evicted (evict.go): the window still covers it, from the bucket.
+		if err != nil {
+			return buf, nil, err
+		}
+		f = rf
+	}
 	if f == nil {
 		var err error
 		if f, err = s.fs.OpenFile(s.segPath(seg.id), os.O_RDONLY, 0); err != nil {

@@ -54,6 +54,8 @@ type Options struct {
 	Takeover               bool
 	FS                     localseg.FS
 	Now                    func() time.Time
+	LocalRetentionBytes    int64
+	RemoteCacheBytes       int64
 }
 
 // GC configures segment reclamation (docs/FORMAT.md §8); it is
@@ -86,6 +88,7 @@ func (o Options) Store(log *slog.Logger) localseg.Options {
 		SealMaxAge:        max(o.SealMaxAge, 0), // negative: never by age
 		TransactionWindow: o.TransactionWindow,
 		MaxConsumers:      o.MaxConsumers,
+		RemoteCacheBytes:  o.RemoteCacheBytes,
 	}
 }
 
@@ -140,6 +143,12 @@ func Resolve(o Options) (Options, error) {
 	if o.GC.MaxRetainedSegments > 0 && o.GC.MaxRetainedSegments < o.GC.MinRetainedSegments {
 		// The floor wins: retention never keeps fewer than the floor.
 		o.GC.MaxRetainedSegments = o.GC.MinRetainedSegments
+	}
+	if o.LocalRetentionBytes < 0 || o.RemoteCacheBytes < 0 {
+		return o, fmt.Errorf("%w: local retention bytes %d and remote cache bytes %d must not be negative", affinity.ErrUsage, o.LocalRetentionBytes, o.RemoteCacheBytes)
+	}
+	if o.LocalRetentionBytes > 0 && !o.HasBucket() && !o.ReadOnly {
+		return o, fmt.Errorf("%w: a local retention budget (LocalRetentionBytes) needs a bucket: only segments durable in the bucket leave the disk", affinity.ErrUsage)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -33,7 +33,10 @@ var Names = []string{
 	"zombie_objects",
 	"bucket_request_seconds", "tip", "shipped_through", "base",
 	"fenced", "fenced_unpublished_records",
+	// remoteNames (remote.go) follow.
 }
+
+func init() { Names = append(Names, remoteNames...) }
 
 // Op is an operation of eventlog_ops_total.
 type Op int
@@ -130,6 +133,7 @@ type families struct {
 	zombieObjects                           *prometheus.GaugeVec
 	bucketSeconds                           *prometheus.HistogramVec
 	positions                               *positionCollector
+	remote                                  *remoteCollector
 }
 
 func newFamilies() *families {
@@ -182,6 +186,7 @@ func newFamilies() *families {
 			Buckets: prometheus.ExponentialBuckets(500e-6, 2, 16),
 		}, []string{"shard", "operation", "result"}),
 		positions: newPositionCollector(),
+		remote:    newRemoteCollector(),
 	}
 }
 
@@ -194,7 +199,7 @@ func (f *families) all() []prometheus.Collector {
 		f.tailObjectsRetained, f.tailObjectsUnparse, f.oldestUnsealed, f.oldestUnreplicated, f.unshippedBytes,
 		f.zombieObjects,
 		f.bucketSeconds, f.positions,
-		f.fenced, f.fencedUnpublished,
+		f.fenced, f.fencedUnpublished, f.remote,
 	}
 }
 
@@ -385,6 +390,7 @@ func (m *Shard) Forget() {
 	defer m.f.consumerLag.mu.Unlock()
 	delete(m.f.consumerLag.shards, m.shard)
 	m.f.positions.forget(m.shard)
+	m.f.remote.forget(m.shard)
 }
 
 // lagCollector exports consumer_lag: one series per live consumer of every

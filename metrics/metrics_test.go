@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/bucketlog/bucketlog/localseg"
 	"github.com/bucketlog/bucketlog/metrics"
 )
 
@@ -21,6 +22,7 @@ func TestRegisteredFamiliesAreNames(t *testing.T) {
 	}
 	m.WatchLag(func() (uint64, map[string]uint64) { return 5, map[string]uint64{"c": 2} })
 	m.WatchPositions(func() (metrics.Positions, bool) { return metrics.Positions{Tip: 5, ShippedThrough: 3, Base: 1}, true })
+	m.WatchRemote(1, func() (localseg.RemoteStats, bool) { return localseg.RemoteStats{}, true })
 	defer m.Forget()
 	mfs, err := reg.Gather()
 	if err != nil {

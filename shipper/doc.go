@@ -41,6 +41,16 @@
 // when its delete failed) is no second writer: it is deleted and uploaded
 // again.
 //
+// Eviction (evict.go; Options.LocalRetentionBytes): every maintenance
+// pass and every Ship, after the uploads, asks the store to evict the
+// oldest sealed segments beyond the budget that isDurable holds durable
+// (read back intact), stopping at the first that is not. At start an
+// evicted segment counts durable when its object's metadata names the
+// bytes it had when it left the disk (no read-back: every remote read
+// verifies them); one not listed so stops the start (retried), one that
+// differs is ErrDiverged. RemoteSegments is the store's source of evicted
+// segments.
+//
 // Restore and Verify (restore.go) take the bucket the one way (OpenBucket);
 // a restored directory records its bucket like an opened one. A nil
 // *Shipper (a store without a bucket) answers the root's gates (Appended,

@@ -35,6 +35,7 @@ func OptionsFor(o logopts.Options, seals SealSignal, log *slog.Logger, m *metric
 		BucketWarnInterval:  o.BucketWarnInterval,
 		Fencing:             fencing,
 		Epoch:               epoch,
+		LocalRetentionBytes: o.LocalRetentionBytes,
 	}
 }
 

@@ -98,6 +98,7 @@ func (s *Shipper) maintain(ctx context.Context, runGC bool) error {
 		return nil // stopped for good: nothing to retry
 	}
 	_, err := s.uploadSealed(ctx)
+	s.evictLocked() // after the uploads: what they made durable may go
 	if err == nil && !s.o.DisableTailCleanup {
 		err = s.cleanupLocked(ctx)
 	}

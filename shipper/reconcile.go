@@ -181,6 +181,9 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 			reputIDs = append(reputIDs, id)
 			continue
 		}
+		if _, evicted := s.evictedMatch(seg, blobtier.Meta{}); !match && evicted {
+			return fmt.Errorf("%w: segment %d, evicted from the local disk, differs from the bucket's object %s", ErrDiverged, id, info.Key)
+		}
 		if !match {
 			if match, err = lf.holdsLocal(ctx, info, seg); err != nil || !match {
 				return cmp.Or(err, fmt.Errorf("%w: segment %d differs from the bucket's object %s", ErrDiverged, id, info.Key))
@@ -189,6 +192,9 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 		s.durable[id] = true
 	}
 
+	if err := s.checkEvicted(snap, max(baseSeg, wm.Segment)); err != nil {
+		return err
+	}
 	trusted, _ := watermark.Contiguous(snap.Segments, func(id uint64) bool { return s.durable[id] })
 	damagedTails, err := s.checkTails(ctx, ownTails, base, max(trusted, cur.ShippedThrough), snap.Segments)
 	if err != nil {
@@ -353,6 +359,9 @@ func (s *Shipper) matches(ctx context.Context, info blobtier.ObjectInfo, seg loc
 	}
 	if err != nil {
 		return false, false, fmt.Errorf("stat %s: %w", info.Key, err)
+	}
+	if match, evicted := s.evictedMatch(seg, st.Meta); evicted {
+		return match, false, nil
 	}
 	data, err := s.store.ReadSegment(seg.ID)
 	if err != nil {

@@ -36,6 +36,7 @@ func (s *Shipper) Ship(ctx context.Context, sealActive bool) (ShipReport, error)
 	before := s.repl.Stats()
 	s.maint.Lock()
 	rep.Upload, err = s.uploadSealed(ctx)
+	s.evictLocked()
 	s.maint.Unlock()
 	// A segment that cannot upload must not keep the tail from shipping:
 	// the tail covers its events meanwhile.

@@ -236,6 +236,10 @@ type Options struct {
 	// ownership epoch, written on every object (0: unfenced).
 	Fencing bool
 	Epoch   uint64
+	// LocalRetentionBytes > 0 bounds the sealed segments kept on the local
+	// disk: beyond it the oldest ones durable in the bucket are evicted
+	// (evict.go). 0 keeps everything.
+	LocalRetentionBytes int64
 }
 
 // SealSignal is the store's seal hook: Sealed wakes the uploader without

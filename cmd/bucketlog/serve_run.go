@@ -138,6 +138,7 @@ func runServe(c *cli, args []string) int {
 	f := newFlags("serve", "[--listen HOST:PORT] [--dir PATH] [--shard-index N --shard-count N] [--bucket URL] [flags]", serveAbout)
 	store := addStoreFlags(f)
 	txnWindow, maxCons := addTxnWindowFlag(f), addMaxConsumersFlag(f)
+	retention := addLocalRetentionFlags(f)
 	route := addRouteFlags(f)
 	bucket := addBucketFlag(f, "the bucket the shard ships to")
 	listen := f.String("listen", defaultListen, "the `HOST:PORT` to listen on (port 0 picks a free port)")
@@ -165,6 +166,9 @@ func runServe(c *cli, args []string) int {
 	}
 	txnWindow.apply(f, &opts)
 	if err := maxCons.apply(f, &opts); err != nil {
+		return c.fail(err)
+	}
+	if err := retention.apply(c, f, &opts); err != nil {
 		return c.fail(err)
 	}
 	if *sync {

@@ -203,6 +203,7 @@ func (r *run) opShip(ctx context.Context, seal bool) *violation {
 	rep, err := r.w.log.Ship(ctx, seal)
 	r.logf("ship seal=%v +%s -> shipped %d tip %d %s", seal, d, rep.ShippedThrough, rep.Tip, errClass(err))
 	r.noteShipped(err)
+	r.noteEvicted() // evict.go
 	if v := r.checkRepaired(err); v != nil {
 		return v
 	}
@@ -343,7 +344,7 @@ func (r *run) opDamage() *violation {
 		key, what = blobtier.CursorKey(0), "cursor"
 	default:
 		var keys []string
-		if !r.known[2] { // finding 2: a damaged segment object counts as durable
+		if !r.known[2] && r.w.damagesSegments() { // finding 2: a damaged segment object counts as durable; evict.go
 			keys = r.w.raw.Keys(blobtier.ListPrefix(0, blobtier.KindSegment))
 		}
 		if !r.known[15] { // a damaged tail object bricks Open and restore

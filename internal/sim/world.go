@@ -57,6 +57,7 @@ type world struct {
 	live    string
 	view    *writerView
 	nofence bool
+	evict   int64 // the local retention budget (evict.go)
 }
 
 // simBucketURL is the name of the simulation's one bucket, and
@@ -76,6 +77,7 @@ func newWorld(root string, seed uint64, syncMode bool) *world {
 	w.bkt = blobtier.New(w.fb.Bucket(), blobtier.Options{Timeout: time.Minute})
 	w.disk = faultfs.NewMemFS()
 	w.inj = &diskFault{}
+	w.evict = evictBudget(seed)
 	return w
 }
 
@@ -114,6 +116,7 @@ func (w *world) options() bucketlog.Options {
 		Logger:          quiet,
 	}
 	o.TransactionWindow = simTxnWindow // dedup.go
+	o.LocalRetentionBytes = w.evict    // evict.go
 	return o
 }
 
