@@ -74,6 +74,10 @@ func StatusOf(shard int, store Store, s *Shipper, now time.Time) Status {
 		return st
 	}
 	st.Tip, st.Base, st.Consumers, st.SegmentsLocal = snap.Tip, snap.ReclaimedSeq+1, len(snap.Consumers), len(snap.Segments)
+	if ev, ok := store.(evicter); ok {
+		rs := ev.RemoteStats()
+		st.SegmentsLocal, st.SegmentsRemote = rs.LocalSegments, rs.Evicted
+	}
 	if s == nil {
 		return st
 	}

@@ -14,6 +14,37 @@ import (
 	"github.com/bucketlog/bucketlog/blobtier"
 )
 
+// TestServeStatusSegmentsEvicted: with a local budget the evicted segments
+// are counted remote, not local.
+func TestServeStatusSegmentsEvicted(t *testing.T) {
+	ctx := context.Background()
+	b := blobtier.New(memblob.OpenBucket(nil), blobtier.Options{})
+	defer b.Close()
+	opts := bucketlog.Options{Dir: t.TempDir(), SegmentMaxBytes: 4096, NoBackground: true, Logger: quietLogger(), Bucket: b, LocalRetentionBytes: 4096}
+	l, err := bucketlog.Open(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	a := newAPI(apiConfig{own: affinity.SingleOwner, maxBody: defaultMaxBody, maxPage: defaultMaxPageBytes})
+	a.setLog(l)
+	for i := range 80 {
+		if code, out := call(t, a, "POST", "/v1/events", eventJSON("1", fmt.Sprint("t", i), strings.Repeat("x", 300))); code != http.StatusCreated {
+			t.Fatalf("append %d: %d %v", i, code, out)
+		}
+	}
+	if _, err := l.Ship(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	st := statusOf(t, a)
+	local, _ := st["segments_local"].(float64)
+	durable, _ := st["segments_durable"].(float64)
+	remote, _ := st["segments_remote"].(float64)
+	if remote < 2 || local+remote != durable+1 {
+		t.Fatalf("segment counts with a 4 KiB budget: local %v remote %v durable %v: %v", local, remote, durable, st)
+	}
+}
+
 // TestServeStatusSegments: /v1/status counts the segments on the local
 // disk, those the bucket holds as durable segments, and those held only by
 // the bucket (segments_remote: 0 while nothing evicts local segments);
