@@ -41,6 +41,8 @@ type Serve struct {
 	cmd  *exec.Cmd
 	// URL is "http://127.0.0.1:PORT" (a new port after each restart).
 	URL string
+	// CPU is the user + system time of the process Stop ended.
+	CPU time.Duration
 	hc  *http.Client
 }
 
@@ -129,6 +131,9 @@ func (s *Serve) Stop() error {
 	}
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	err := s.cmd.Wait()
+	if ps := s.cmd.ProcessState; ps != nil {
+		s.CPU = ps.UserTime() + ps.SystemTime()
+	}
 	s.cmd = nil
 	return err
 }
