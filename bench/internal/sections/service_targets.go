@@ -54,8 +54,9 @@ type serviceCtx struct {
 
 func serviceTargets() []serviceTarget {
 	return []serviceTarget{
-		{name: "nats/publish", batch: 1, run: runNats(0)},
-		{name: "nats/publish-async", batch: 1, run: runNats(natsWindow)},
+		{name: "nats/publish", batch: 1, run: runNats(0, 1)},
+		{name: "nats/publish-async", batch: 1, run: runNats(natsWindow, 1)},
+		{name: "nats/batch100", batch: serviceBatch, run: runNats(0, serviceBatch)},
 		{name: "serve/post", batch: 1, run: runServeTarget(false, 1, false)},
 		{name: "serve/batch100", batch: serviceBatch, run: runServeTarget(false, serviceBatch, false)},
 		{name: "serve/client", batch: 1, run: runServeTarget(false, 1, true)},
@@ -76,14 +77,16 @@ func checkCount(what string, got uint64, err error, want uint64) error {
 	return nil
 }
 
-func runNats(window int) func(context.Context, *serviceCtx, string, int, time.Duration) (service.LoopResult, error) {
+// runNats publishes with Publish (window 0, batch 1), PublishAsync with
+// a window, or atomic batches of batch messages.
+func runNats(window, batch int) func(context.Context, *serviceCtx, string, int, time.Duration) (service.LoopResult, error) {
 	return func(ctx context.Context, sc *serviceCtx, dir string, clients int, d time.Duration) (service.LoopResult, error) {
 		n, err := service.StartNats(ctx, sc.env.Self, harness.ChildFlag, dir)
 		if err != nil {
 			return service.LoopResult{}, err
 		}
 		defer n.Kill()
-		if err := n.CreateStream(ctx); err != nil {
+		if err := n.CreateStream(ctx, batch > 1); err != nil {
 			return service.LoopResult{}, fmt.Errorf("create the stream: %w", err)
 		}
 		p, err := service.NewNatsPublisher(n, clients, window)
@@ -97,11 +100,16 @@ func runNats(window int) func(context.Context, *serviceCtx, string, int, time.Du
 			}
 		}
 		var res service.LoopResult
-		if window == 0 {
+		switch {
+		case batch > 1:
+			res, err = service.Loop(ctx, clients, d, func(ctx context.Context, i int, n uint64) (int, error) {
+				return p.Batch(ctx, i, txnID(i, n), batch, sc.payload)
+			})
+		case window == 0:
 			res, err = service.Loop(ctx, clients, d, func(ctx context.Context, i int, _ uint64) (int, error) {
 				return 1, p.Sync(ctx, i, sc.payload)
 			})
-		} else {
+		default:
 			res, err = service.LoopAsync(ctx, p, clients, window, d, sc.payload)
 		}
 		if err != nil {

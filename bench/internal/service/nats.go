@@ -3,10 +3,12 @@ package service
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -148,15 +150,16 @@ func natsConnect(url string, window int) (*nats.Conn, jetstream.JetStream, error
 	return nc, js, nil
 }
 
-// CreateStream creates the bench's stream: file storage, replicas 1.
-func (n *Nats) CreateStream(ctx context.Context) error {
+// CreateStream creates the bench's stream: file storage, replicas 1;
+// atomic batch publish allowed when atomic.
+func (n *Nats) CreateStream(ctx context.Context, atomic bool) error {
 	nc, js, err := natsConnect(n.URL, 1)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
 	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: natsStream, Subjects: []string{natsSubject},
-		Storage: jetstream.FileStorage, Replicas: 1})
+		Storage: jetstream.FileStorage, Replicas: 1, AllowAtomicPublish: atomic})
 	return err
 }
 
@@ -221,6 +224,48 @@ func (p *NatsPublisher) Close() {
 func (p *NatsPublisher) Sync(ctx context.Context, i int, payload []byte) error {
 	_, err := p.js[i].Publish(ctx, natsSubject, payload)
 	return err
+}
+
+// Batch publishes size messages from client i as one atomic batch
+// (JetStream's atomic batch publish: headers Nats-Batch-Id and
+// Nats-Batch-Sequence on every message, Nats-Batch-Commit on the last, which
+// alone is a request answered with the batch's PubAck) and returns the
+// events the PubAck says were stored.
+func (p *NatsPublisher) Batch(ctx context.Context, i int, id string, size int, payload []byte) (int, error) {
+	nc := p.conns[i]
+	for seq := 1; seq <= size; seq++ {
+		m := nats.NewMsg(natsSubject)
+		m.Data = payload
+		m.Header.Set("Nats-Batch-Id", id)
+		m.Header.Set("Nats-Batch-Sequence", strconv.Itoa(seq))
+		if seq < size {
+			if err := nc.PublishMsg(m); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		m.Header.Set("Nats-Batch-Commit", "1")
+		rmsg, err := nc.RequestMsgWithContext(ctx, m)
+		if err != nil {
+			return 0, err
+		}
+		var ack struct {
+			Error *struct {
+				Description string `json:"description"`
+			} `json:"error"`
+			BatchSize int `json:"count"`
+		}
+		if err := json.Unmarshal(rmsg.Data, &ack); err != nil {
+			return 0, fmt.Errorf("batch PubAck %q: %w", rmsg.Data, err)
+		}
+		if ack.Error != nil {
+			return 0, fmt.Errorf("batch PubAck: %s", ack.Error.Description)
+		}
+		if ack.BatchSize != size {
+			return 0, fmt.Errorf("batch PubAck %s: %d stored, %d sent", rmsg.Data, ack.BatchSize, size)
+		}
+	}
+	return size, nil
 }
 
 // Async publishes payload from client i without waiting; the future's
