@@ -242,6 +242,9 @@ func runService(ctx context.Context, env *harness.Env) ([]harness.Row, error) {
 	return rows, nil
 }
 
+// limitSettle is the pause between preparing the limit's file and timing.
+const limitSettle = 2 * time.Second
+
 func micros(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 
 // appendOnceIn drives target t with one writer for d in dir (the limit
@@ -252,5 +255,12 @@ func appendOnceIn(ctx context.Context, dir string, t targets.Target, p *targets.
 		return targets.DriveResult{}, err
 	}
 	defer a.Close()
+	// Let the disk settle after the file's zero-fill (128 MiB written and
+	// fsynced): timed at once, the first fdatasyncs wait for it.
+	select {
+	case <-ctx.Done():
+		return targets.DriveResult{}, ctx.Err()
+	case <-time.After(limitSettle):
+	}
 	return targets.Drive(ctx, a, 1, d, p)
 }
