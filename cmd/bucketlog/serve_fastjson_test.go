@@ -187,3 +187,15 @@ func BenchmarkServeAppendHandler(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkParseOne is parseEvents of one 256 B event.
+func BenchmarkParseOne(b *testing.B) {
+	a := fastAPI()
+	body := []byte(`{"execution_id":"exec-00001","transaction_id":"c0-1","payload":"` + strings.Repeat("p", 256) + `"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := a.parseEvents(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
