@@ -185,10 +185,6 @@ func plainJSON(s string) bool {
 	return true
 }
 
-// jsonContentType is the Content-Type of every answer, set without
-// canonicalising the key per request.
-var jsonContentType = []string{"application/json"}
-
 // appendJSON encodes out as writeJSON(emptyLists(out)) does (same fields,
 // order and newline), or says it cannot (an id that needs escaping).
 func appendJSON(buf []byte, out appendOutput) ([]byte, bool) {
@@ -221,7 +217,7 @@ func writeAppend(w http.ResponseWriter, status int, out appendOutput) {
 		writeBody(w, status, out)
 		return
 	}
-	w.Header()["Content-Type"] = jsonContentType
+	w.Header()["Content-Type"] = []string{"application/json"} // the key is canonical already
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
 }
