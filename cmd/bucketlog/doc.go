@@ -62,6 +62,10 @@
 // bucket flags are refused with it. Any other value keeps the durable segment
 // store.
 //
+// BUCKETLOG_DEBUG_CPUPROFILE=FILE makes serve write a CPU profile of its run
+// to FILE, completed at an orderly stop (serve_pprof.go): a debugging aid for
+// bench/cmd/serveprof, not a setting, so README.md does not list it.
+//
 // # Buckets and one-shot processes
 //
 // The one-shot writers open the engine with NoBackground, so no goroutine

@@ -98,6 +98,15 @@ type batchBody struct {
 // is written, so a bad event refuses the whole request.
 func (a *api) parseEvents(body []byte) (evs []localseg.Event, batch bool, err error) {
 	defer func() { a.refusedOp(metrics.OpAppend, err) }()
+	if evs, batch, ok := scanEvents(body); ok {
+		return a.checkEvents(evs, batch)
+	}
+	return a.parseEventsStrict(body)
+}
+
+// parseEventsStrict is parseEvents for any body: the general decoding,
+// whose refusals (and their messages) are the API's.
+func (a *api) parseEventsStrict(body []byte) (evs []localseg.Event, batch bool, err error) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(body, &top); err != nil {
 		return nil, false, fmt.Errorf("%w: malformed JSON: %v (want one event object or {\"events\":[…]})", localseg.ErrInvalidInput, err)
@@ -139,12 +148,15 @@ func (a *api) parseEvents(body []byte) (evs []localseg.Event, batch bool, err er
 			err = checkOwned(a.own, ev)
 		}
 		if err != nil {
-			return nil, true, fmt.Errorf("events[%d]: %w", i, err)
+			return nil, true, errorAt(i, err)
 		}
 		evs = append(evs, ev)
 	}
 	return evs, true, nil
 }
+
+// errorAt names the event of a batch err refuses.
+func errorAt(i int, err error) error { return fmt.Errorf("events[%d]: %w", i, err) }
 
 // appendEvents is POST /v1/events.
 func (a *api) appendEvents(w http.ResponseWriter, r *http.Request, l *bucketlog.Log) {
@@ -182,7 +194,7 @@ func (a *api) appendEvents(w http.ResponseWriter, r *http.Request, l *bucketlog.
 	case err != nil:
 		writeError(w, nil, err)
 	default:
-		writeBody(w, appendStatus(!res.Duplicate), out)
+		writeAppend(w, appendStatus(!res.Duplicate), out)
 	}
 }
 

@@ -222,6 +222,11 @@ func runServe(c *cli, args []string) int {
 	// one-shot commands keep stderr to warnings.
 	logger := c.logger(slog.LevelInfo)
 	opts.Logger = logger
+	stopProfile, err := c.startCPUProfile()
+	if err != nil {
+		return c.fail(err)
+	}
+	defer stopProfile()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoGauge())
 	opts.Registerer = reg

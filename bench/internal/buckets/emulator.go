@@ -61,3 +61,8 @@ func (e *Emulator) Open(ctx context.Context, name string) (blobtier.Bucket, erro
 
 // Close stops the server and drops every bucket.
 func (e *Emulator) Close() error { return e.s3.Close() }
+
+// URL is the s3:// URL of bucket name on the emulator, as a separate
+// process (serve --bucket) opens it (anonymous: gofakes3 checks no
+// signature).
+func (e *Emulator) URL(name string) string { return e.s3.URL(name) }
