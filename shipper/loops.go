@@ -24,18 +24,21 @@ func (s *Shipper) tickLoop(ctx context.Context) {
 	retry.Stop()
 	backoff := 20 * time.Millisecond
 	for {
+		forSync := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		case <-s.kick:
+			forSync = true
 		case <-retry.C:
+			forSync = true
 		}
 		if _, err := s.store.SealIfDue(); err != nil {
 			s.noteErr(err)
 			s.log.Error("seal by age failed", "err", err)
 		}
-		err := s.shipTail(ctx)
+		err := s.shipTailPass(ctx, forSync)
 		s.updateGauges()
 		if err != nil && s.waiters.Load() > 0 && ctx.Err() == nil {
 			// Synchronous appends are waiting: retry soon, with backoff.
