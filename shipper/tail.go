@@ -42,6 +42,10 @@ func (s *Shipper) shipTailPass(ctx context.Context, forSync bool) error {
 	started, tipAtStart := s.o.Now(), s.store.Tip()
 	var committedMax uint64
 	var conflictKey string
+	// certifyTo is what the last fence check vouches for; it is certified
+	// only once its batch commits (the check runs beside the read-back, so
+	// a batch that then fails certifies nothing).
+	var certifyTo uint64
 	hooks := tailbatch.Hooks{
 		// The shipped position may sit below the reclaim base: GC reclaims
 		// only segments durable in the bucket, so everything through the
@@ -56,6 +60,9 @@ func (s *Shipper) shipTailPass(ctx context.Context, forSync bool) error {
 			s.m.TailBatches.Inc()
 			s.m.TailRecords.Add(float64(bt.Records()))
 			s.m.TailBytes.Add(float64(bt.Len()))
+			if s.fencingOn() {
+				s.certify(certifyTo)
+			}
 			s.notifyShipped() // wake the synchronous appenders it covers
 		},
 		Failed: func(bt tailbatch.Batch, err error) {
@@ -72,7 +79,7 @@ func (s *Shipper) shipTailPass(ctx context.Context, forSync bool) error {
 			if err := s.checkFence(ctx); err != nil {
 				return err
 			}
-			s.certify(max(before, bt.LastSeq))
+			certifyTo = max(before, bt.LastSeq)
 			return nil
 		},
 		CursorOnlyAfterSuccess: true,
