@@ -13,6 +13,7 @@ import (
 // tail put hangs, the next group's put starts (shipper/tailpipe.go); its
 // object holds both groups, so both are acknowledged, and a restore from
 // the bucket alone holds both — the hung lower put never lands.
+// (shipper's pipelineMin is 8: a second group of 8 starts a pass.)
 func TestSyncSecondGroupDoesNotWaitForTheFirstPut(t *testing.T) {
 	shared := casBucket(t)
 	v := newView(shared)
@@ -44,7 +45,7 @@ func TestSyncSecondGroupDoesNotWaitForTheFirstPut(t *testing.T) {
 	}, nil)
 	defer func() { once.Do(func() { close(release) }); l.Close() }()
 	var gotMu sync.Mutex
-	results := make(chan error, 2)
+	results := make(chan error, 16)
 	appendOne := func(i int) {
 		a := acked{}
 		err := a.append(t, l, ev("w", i))
@@ -61,8 +62,12 @@ func TestSyncSecondGroupDoesNotWaitForTheFirstPut(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the first group's put never came")
 	}
-	go appendOne(2)
-	for range 2 {
+	// A group of pipelineMin appenders: a smaller one waits for a pass to end.
+	const group = 8
+	for i := range group {
+		go appendOne(2 + i)
+	}
+	for range 1 + group {
 		select {
 		case err := <-results:
 			if err != nil {
@@ -75,8 +80,8 @@ func TestSyncSecondGroupDoesNotWaitForTheFirstPut(t *testing.T) {
 	gotMu.Lock()
 	defer gotMu.Unlock()
 	rep, err := Restore(ctxT(t), RestoreOptions{Bucket: shared, Dir: t.TempDir()})
-	if err != nil || rep.LastSeq != 3 {
-		t.Fatalf("restore from the bucket alone: last %d, %v; want 3", rep.LastSeq, err)
+	if err != nil || rep.LastSeq != 2+group {
+		t.Fatalf("restore from the bucket alone: last %d, %v; want %d", rep.LastSeq, err, 2+group)
 	}
 	bucket, _, err := lineageOracle(ctxT(t), shared)
 	if err != nil {

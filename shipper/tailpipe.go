@@ -19,6 +19,10 @@ import (
 // repeats the groups still in flight below it.
 const syncPasses = 3
 
+// pipelineMin is the smallest group that starts a pass while another is in
+// flight (below it the group waits for a pass to end, as with one pass).
+const pipelineMin = 8
+
 // tickLoop seals by age and ships the tail on every tick, and at once when
 // a synchronous append is waiting (up to syncPasses such passes at once;
 // the periodic pass runs in the loop itself).
@@ -65,9 +69,11 @@ func (s *Shipper) tickLoop(ctx context.Context) {
 		case <-retry.C:
 			forSync = true
 		}
-		// A second pass only for events the one in flight cannot hold
-		// (durable after it started): else it would put the same object.
-		if forSync && (inFlight == syncPasses || inFlight > 0 && s.store.Tip() <= launchedTip) {
+		// Another pass only for events the ones in flight cannot hold
+		// (appended after the newest started), and only for a group of
+		// pipelineMin or more: each pass is a put (sync mode pays per
+		// group), and a trickle of appends loses little by waiting one put.
+		if forSync && (inFlight == syncPasses || inFlight > 0 && s.store.Tip() < launchedTip+pipelineMin) {
 			pending = true
 			continue
 		}
