@@ -56,6 +56,16 @@
 // *Shipper (a store without a bucket) answers the root's gates (Appended,
 // Stopped, RefusesPull, ShippedThrough) with nothing to do.
 //
+// Synchronous appends (tail.go, tailpipe.go) are acknowledged once their
+// tail object's put was accepted and read back intact, the fence HEAD sent
+// after that put found no newer claim, and the shipped position covers
+// them; the cursor object is no part of it (restore appends every tail
+// object beyond the cursor), and passes a synchronous append kicks leave it
+// to the periodic tick, so it lags the tail by about one tick at most, as
+// in asynchronous mode. Up to three such passes run at once, each from the
+// shipped position, so commits stay contiguous and no group is acknowledged
+// above a failed lower put.
+//
 // Crash assumptions are the root package's (the disk honours fdatasync and
 // a directory fsync; the bucket is strongly consistent and honours
 // create-if-absent and compare-and-swap). A *Shipper is safe for concurrent

@@ -15,38 +15,6 @@ func (s *Shipper) start(ctx context.Context, wg *sync.WaitGroup) {
 	go func() { defer wg.Done(); s.maintLoop(ctx) }()
 }
 
-// tickLoop seals by age and ships the tail on every tick, and at once when
-// a synchronous append is waiting.
-func (s *Shipper) tickLoop(ctx context.Context) {
-	t := time.NewTicker(s.o.TailInterval)
-	defer t.Stop()
-	retry := time.NewTimer(time.Hour)
-	retry.Stop()
-	backoff := 20 * time.Millisecond
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-s.kick:
-		case <-retry.C:
-		}
-		if _, err := s.store.SealIfDue(); err != nil {
-			s.noteErr(err)
-			s.log.Error("seal by age failed", "err", err)
-		}
-		err := s.shipTail(ctx)
-		s.updateGauges()
-		if err != nil && s.waiters.Load() > 0 && ctx.Err() == nil {
-			// Synchronous appends are waiting: retry soon, with backoff.
-			retry.Reset(backoff + rand.N(backoff))
-			backoff = min(2*backoff, time.Second)
-		} else if err == nil {
-			backoff = 20 * time.Millisecond
-		}
-	}
-}
-
 // maintLoop uploads sealed segments (on every seal, and retrying failures
 // with backoff), then runs tail cleanup and the periodic GC.
 func (s *Shipper) maintLoop(ctx context.Context) {

@@ -14,9 +14,26 @@ import (
 // shipTail is one tail pass: tailbatch's own loop (Prepare, Upload, then
 // Commit or Fail per batch, then the cursor object), with the shipper's
 // books kept in its hooks.
-func (s *Shipper) shipTail(ctx context.Context) error {
+func (s *Shipper) shipTail(ctx context.Context) error { return s.shipTailPass(ctx, false) }
+
+// shipTailPass is shipTail. Synchronous appenders are woken as each batch
+// commits (its put done, the fence HEAD passed, the shipped position
+// covering it), not after the cursor object: restore appends every tail
+// object beyond the cursor (docs/FORMAT.md §9.1 step 6), so the cursor is
+// no part of an acknowledgement. A pass a synchronous append kicked
+// (forSync) also leaves the cursor object to the next periodic tick while
+// one was written within the tick interval, so the next group's put does
+// not wait behind its three requests: the object lags the tail by at most
+// about one tick, as in asynchronous mode.
+func (s *Shipper) shipTailPass(ctx context.Context, forSync bool) error {
 	if err := s.stopped(); err != nil {
 		return err
+	}
+	deferCursor := false
+	if forSync {
+		s.mu.Lock()
+		deferCursor = s.o.Now().Sub(s.cursorAt) < s.o.TailInterval
+		s.mu.Unlock()
 	}
 	// A held cursor object is rebuilt first once its segments are put
 	// again; a failed rebuild does not keep the tail from shipping.
@@ -25,6 +42,10 @@ func (s *Shipper) shipTail(ctx context.Context) error {
 	started, tipAtStart := s.o.Now(), s.store.Tip()
 	var committedMax uint64
 	var conflictKey string
+	// certifyTo is what the last fence check vouches for; it is certified
+	// only once its batch commits (the check runs beside the read-back, so
+	// a batch that then fails certifies nothing).
+	var certifyTo uint64
 	hooks := tailbatch.Hooks{
 		// The shipped position may sit below the reclaim base: GC reclaims
 		// only segments durable in the bucket, so everything through the
@@ -39,6 +60,10 @@ func (s *Shipper) shipTail(ctx context.Context) error {
 			s.m.TailBatches.Inc()
 			s.m.TailRecords.Add(float64(bt.Records()))
 			s.m.TailBytes.Add(float64(bt.Len()))
+			if s.fencingOn() {
+				s.certify(certifyTo)
+			}
+			s.notifyShipped() // wake the synchronous appenders it covers
 		},
 		Failed: func(bt tailbatch.Batch, err error) {
 			s.m.TailReplicationFailed.Inc()
@@ -54,11 +79,11 @@ func (s *Shipper) shipTail(ctx context.Context) error {
 			if err := s.checkFence(ctx); err != nil {
 				return err
 			}
-			s.certify(max(before, bt.LastSeq))
+			certifyTo = max(before, bt.LastSeq)
 			return nil
 		},
 		CursorOnlyAfterSuccess: true,
-		HoldCursor:             s.cursorHeld,
+		HoldCursor:             func() bool { return deferCursor || s.cursorHeld() },
 	}
 	if s.fencingOn() {
 		// The 412 rule with the epoch: a newer occupant fences us, an older
@@ -112,6 +137,11 @@ func (s *Shipper) shipTail(ctx context.Context) error {
 			default:
 			}
 		}
+	}
+	if res.CursorWritten || res.CursorFailed {
+		s.mu.Lock()
+		s.cursorAt = s.o.Now()
+		s.mu.Unlock()
 	}
 	if res.CursorFailed {
 		s.m.CursorWriteFailed.Inc()

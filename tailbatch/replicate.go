@@ -124,10 +124,14 @@ type Hooks struct {
 	// ShippedThrough, the pass calls Advance with it and prepares once
 	// more, rather than fail every pass.
 	Resync func() uint64
-	// AfterUpload, when set, runs after each batch's upload succeeded and
+	// AfterUpload, when set, runs after each batch's put was accepted and
 	// before its Commit (writer fencing: the check that no newer epoch was
-	// claimed, made after the put completed). An error fails the batch like
-	// a failed upload: nothing is committed and the pass stops.
+	// claimed, made after the put completed), concurrently with the put's
+	// read-back; after an upload that found its object already there (a
+	// conflict Conflict cleared) it runs after the upload. An error fails
+	// the batch like a failed upload: nothing is committed and the pass
+	// stops. It may also run for a batch whose read-back then fails (and
+	// more than once for one batch): only Committed says the batch counts.
 	AfterUpload func(Batch) error
 	// Conflict, when set, classifies an upload that found another object
 	// under the batch's key (errors.Is(err, blobtier.ErrConflict)) before
@@ -168,11 +172,20 @@ func (r *Replicator) ReplicateWith(ctx context.Context, src Source, b Bucket, h 
 	}
 	var failure error
 	for _, bt := range batches {
-		err := Upload(ctx, b, src, bt)
+		var afterPut func() error
+		checked := false // AfterUpload passed after the put that read back
+		if h.AfterUpload != nil {
+			afterPut = func() error {
+				err := h.AfterUpload(bt)
+				checked = err == nil
+				return err
+			}
+		}
+		err := upload(ctx, b, src, bt, afterPut)
 		if err != nil && h.Conflict != nil && errors.Is(err, blobtier.ErrConflict) {
 			err = h.Conflict(bt, err)
 		}
-		if err == nil && h.AfterUpload != nil {
+		if err == nil && h.AfterUpload != nil && !checked {
 			err = h.AfterUpload(bt)
 		}
 		if err != nil {

@@ -45,6 +45,16 @@ func (e *UploadError) Unwrap() error { return e.Err }
 // acknowledgement) is success. A different one is an *UploadError that
 // matches blobtier.ErrConflict.
 func Upload(ctx context.Context, b Putter, src RangeReader, batch Batch) error {
+	return upload(ctx, b, src, batch, nil)
+}
+
+// upload is Upload; afterPut, when set, runs after every put that the
+// bucket accepted, concurrently with that put's read-back (writer fencing:
+// the HEAD that must follow the put need not wait for the read-back). Its
+// error fails the upload; a read-back error wins over it, and a round that
+// puts again runs it again, so a nil result means afterPut succeeded after
+// the put of the bytes that read back intact.
+func upload(ctx context.Context, b Putter, src RangeReader, batch Batch, afterPut func() error) error {
 	if err := checkBatch(batch); err != nil {
 		return &UploadError{Key: batch.Key, Err: err}
 	}
@@ -66,7 +76,7 @@ func Upload(ctx context.Context, b Putter, src RangeReader, batch Batch) error {
 	// Two rounds: a damaged object of ours found under the key (by its
 	// size at the put, or by the read-back) is deleted and put once more.
 	for round := 0; round < 2; round++ {
-		if err = putReadBack(ctx, b, batch.Key, data, batch.Epoch); err == nil || errors.Is(err, blobtier.ErrConflict) || !errors.Is(err, blobtier.ErrCorrupt) {
+		if err = putReadBack(ctx, b, batch.Key, data, batch.Epoch, afterPut); err == nil || errors.Is(err, blobtier.ErrConflict) || !errors.Is(err, blobtier.ErrCorrupt) {
 			break
 		}
 		// Our own object (its metadata names these bytes) holds damaged
@@ -87,11 +97,27 @@ func Upload(ctx context.Context, b Putter, src RangeReader, batch Batch) error {
 
 // putReadBack creates key and reads it back: success only when the bucket
 // returns exactly data. A read-back damaged on the way looks like a damaged
-// object, so a damaged read is read once more.
-func putReadBack(ctx context.Context, b Putter, key string, data []byte, epoch uint64) error {
+// object, so a damaged read is read once more. afterPut (optional) runs
+// once the put succeeded, beside the read-back; both must succeed.
+func putReadBack(ctx context.Context, b Putter, key string, data []byte, epoch uint64, afterPut func() error) error {
 	if err := b.PutIfAbsent(ctx, key, data, epoch); err != nil {
 		return err
 	}
+	var after chan error
+	if afterPut != nil {
+		after = make(chan error, 1)
+		go func() { after <- afterPut() }()
+	}
+	err := readBack(ctx, b, key, data)
+	if after != nil {
+		if aerr := <-after; err == nil {
+			err = aerr
+		}
+	}
+	return err
+}
+
+func readBack(ctx context.Context, b Putter, key string, data []byte) error {
 	var err error
 	for try := 0; try < 2; try++ {
 		var got []byte
