@@ -159,9 +159,7 @@ func (c *Client) streamOnce(ctx context.Context, path string, r StreamRequest, l
 		var eb errorBody
 		if json.Unmarshal(data, &eb) == nil {
 			e.Class, e.Message = eb.Class, eb.Error
-			if eb.OwnerShard != nil {
-				e.OwnerShard, e.HasOwner = *eb.OwnerShard, true
-			}
+			eb.owner(e)
 		}
 		return 0, e
 	}
