@@ -229,6 +229,10 @@ func (a *api) serveStream(w http.ResponseWriter, r *http.Request, l *bucketlog.L
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
+	// No chunked encoding: the body runs to the connection's close (as
+	// the SSE recommendation suggests), so a write is one system call,
+	// not a chunk header, the frames and a trailer.
+	h.Set("Transfer-Encoding", "identity")
 	w.WriteHeader(http.StatusOK)
 	s := &sse{w: w, rc: rc, stall: stall}
 	s.event("", "start", streamStart{After: after, Base: max(p.Base, 1), Clamped: p.Clamped, Tip: st.Tip()})
