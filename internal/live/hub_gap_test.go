@@ -15,8 +15,14 @@ import (
 // published at once; commits within the gap after it wake nobody (one
 // wake-up per gap for all of them, not one per commit), and two
 // subscribers read the same encoded frame (one encoding per record). A
-// hub that published per commit would wake the subscriber at once.
+// hub that published per commit would wake the subscriber at once. The
+// gap is MinGap, or GapPerSub per subscriber when longer.
 func TestHubCoalescesWithinGap(t *testing.T) {
+	t.Run("min", func(t *testing.T) { testHubGap(t, time.Hour, 0) })
+	t.Run("per-subscriber", func(t *testing.T) { testHubGap(t, 0, time.Hour) })
+}
+
+func testHubGap(t *testing.T, minGap, perSub time.Duration) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	st := open(t)
 	scan := func(after uint64, limit int) ([]localseg.Record, bool, error) {
@@ -24,7 +30,7 @@ func TestHubCoalescesWithinGap(t *testing.T) {
 		return p.Records, cut, err
 	}
 	h := live.NewHub(st, scan, func(r localseg.Record) []byte { return []byte(r.Payload) }, 100, 1<<20)
-	h.MinGap, h.GapPerSub = time.Hour, 0
+	h.MinGap, h.GapPerSub = minGap, perSub
 	a, _ := h.Join(0, "")
 	b, _ := h.Join(0, "")
 	if a == nil || b == nil {
