@@ -218,9 +218,7 @@ func (c *Client) attempt(ctx context.Context, rq request, out any) (status int, 
 	var eb errorBody
 	if json.Unmarshal(data, &eb) == nil {
 		e.Class, e.Message = eb.Class, eb.Error
-		if eb.OwnerShard != nil {
-			e.OwnerShard, e.HasOwner = *eb.OwnerShard, true
-		}
+		eb.owner(e)
 	} else {
 		e.Message = strings.TrimSpace(string(data[:min(len(data), 200)]))
 	}

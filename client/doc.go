@@ -29,8 +29,10 @@
 // A refusal is an *Error carrying the status, the class token and the
 // server's message; errors.Is maps it onto the engine's sentinels by class
 // (and by status: 404 ErrUnknownConsumer, 413 ErrTooLarge). A 421 carries
-// the owner shard (Error.OwnerShard, OwnerShard(err)) and also unwraps to an
-// *affinity.NotOwnerError, so bucketlog.OwnerShard(err) works on it. When
+// the owner shard (Error.OwnerShard, OwnerShard(err)) and the answering
+// replica's shard (Error.Shard, from the body's "shard"; -1 from a server
+// that does not send it), and also unwraps to an *affinity.NotOwnerError
+// naming both, so bucketlog.OwnerShard(err) works on it. When
 // retries run out the last failure is returned, wrapped with the number of
 // attempts.
 //
@@ -44,7 +46,9 @@
 // Last-Event-ID, so it yields every record once and in order. These follow
 // the text for the server's live routes (?wait=, the SSE stream
 // and its per-execution form GET /v1/executions/{id}/events/stream); they
-// are tested against an httptest server that speaks it.
+// are tested against a real serve process (live_serve_test.go: a wait
+// answered by an append, a stream resumed by Last-Event-ID across a
+// restart, a 421) and against a stand-in that drops connections.
 //
 // # Crash assumptions
 //

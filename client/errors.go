@@ -34,6 +34,9 @@ type Error struct {
 	// (HasOwner is true then).
 	OwnerShard int
 	HasOwner   bool
+	// Shard is the shard the answering replica owns, as a 421 names it
+	// (-1 when the answer did not: a server older than this client).
+	Shard int
 	// ExecutionID is the execution the request named, when it named one.
 	ExecutionID string
 }
@@ -55,9 +58,9 @@ func (e *Error) Error() string {
 // Unwrap gives the sentinels of the class (and of the status where the
 // class alone does not say), so errors.Is(err, bucketlog.ErrInvalidState)
 // and the like hold as for the engine's own errors; a 421 also gives an
-// *affinity.NotOwnerError naming the owner (its Shard is -1: the answer
-// does not name the replica's own shard). A class this client does not
-// know (a newer server's) gives no sentinel; Class still names it.
+// *affinity.NotOwnerError naming the owner and the replica's own shard
+// (Error.Shard). A class this client does not know (a newer server's)
+// gives no sentinel; Class still names it.
 func (e *Error) Unwrap() []error {
 	var errs []error
 	switch e.Class {
@@ -89,7 +92,7 @@ func (e *Error) Unwrap() []error {
 		}
 	}
 	if e.HasOwner {
-		errs = append(errs, &affinity.NotOwnerError{Owner: e.OwnerShard, Shard: -1, ExecutionID: e.ExecutionID})
+		errs = append(errs, &affinity.NotOwnerError{Owner: e.OwnerShard, Shard: e.Shard, ExecutionID: e.ExecutionID})
 	}
 	return errs
 }
@@ -103,9 +106,21 @@ func OwnerShard(err error) (int, bool) {
 	return 0, false
 }
 
-// errorBody is the server's {"error","class","owner_shard"}.
+// errorBody is the server's {"error","class","owner_shard","shard"}.
 type errorBody struct {
 	Error      string `json:"error"`
 	Class      string `json:"class"`
 	OwnerShard *int   `json:"owner_shard"`
+	Shard      *int   `json:"shard"`
+}
+
+// owner sets e's owner and answering shard from a 421's body.
+func (eb errorBody) owner(e *Error) {
+	if eb.OwnerShard == nil {
+		return
+	}
+	e.OwnerShard, e.HasOwner, e.Shard = *eb.OwnerShard, true, -1
+	if eb.Shard != nil {
+		e.Shard = *eb.Shard
+	}
 }

@@ -81,9 +81,10 @@ type StreamRequest struct {
 // (Options.Retry; the count of attempts restarts after each event
 // received) sending Last-Event-ID, the last sequence yielded, so a record
 // is yielded once and in order. Events without an id (comments, the
-// opening summary of a reclaimed start) are skipped; an event named
-// "error" whose data is {"error","class"} is a refusal: a transient one
-// (storage, not ready) reconnects, any other is yielded. A refusal of the
+// opening "start" summary) are skipped; serve's "end" event whose reason
+// is error, or an event named "error", carrying {"error","class"} is a
+// refusal: a transient one (storage, not ready) reconnects, any other is
+// yielded; an end for shutdown or slow_consumer reconnects. A refusal of the
 // request itself (4xx) is yielded and ends the iteration, as does the end
 // of ctx.
 func (c *Client) Stream(ctx context.Context, r StreamRequest) iter.Seq2[Record, error] {
@@ -159,9 +160,7 @@ func (c *Client) streamOnce(ctx context.Context, path string, r StreamRequest, l
 		var eb errorBody
 		if json.Unmarshal(data, &eb) == nil {
 			e.Class, e.Message = eb.Class, eb.Error
-			if eb.OwnerShard != nil {
-				e.OwnerShard, e.HasOwner = *eb.OwnerShard, true
-			}
+			eb.owner(e)
 		}
 		return 0, e
 	}
@@ -173,6 +172,17 @@ func (c *Client) streamOnce(ctx context.Context, path string, r StreamRequest, l
 				return fmt.Errorf("%w: stream: an error event %q", ErrUnavailable, ev.data)
 			}
 			return &Error{Status: http.StatusOK, Class: eb.Class, Message: eb.Error}
+		}
+		if ev.name == "end" {
+			// serve's last event: reason error with a class is a refusal
+			// (the caller reconnects only for a transient one); shutdown
+			// and slow_consumer reconnect.
+			var end struct{ Reason, Error, Class string }
+			_ = json.Unmarshal([]byte(ev.data), &end)
+			if end.Reason == "error" && end.Class != "" {
+				return &Error{Status: http.StatusOK, Class: end.Class, Message: end.Error}
+			}
+			return fmt.Errorf("%w: stream: the server ended the stream (%s)", ErrUnavailable, end.Reason)
 		}
 		if ev.id == "" {
 			return nil

@@ -263,3 +263,34 @@ func TestStreamRefusalEnds(t *testing.T) {
 		t.Fatalf("%d yields, %d requests (want 1, 1)", n, calls)
 	}
 }
+
+// TestStreamEndEvent: serve ends a stream with an "end" event; one whose
+// reason is error with a class that is not transient (here invariant) is
+// yielded with the class and ends the iteration, after the records sent
+// before it; a shutdown or slow_consumer end reconnects (the restart
+// test, live_serve_test.go). Ignoring the end event would reconnect
+// until the attempts run out and lose the class.
+func TestStreamEndEvent(t *testing.T) {
+	calls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls++
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "event: start\ndata: {\"after\":0,\"base\":1,\"clamped\":false,\"tip\":1}\n\n")
+		fmt.Fprint(w, "id: 1\ndata: {\"global_sequence\":1,\"execution_id\":\"e\",\"transaction_id\":\"t\",\"byte_len\":1,\"payload\":\"p\"}\n\n")
+		fmt.Fprint(w, "event: end\ndata: {\"reason\":\"error\",\"error\":\"a frame does not check\",\"class\":\"invariant\",\"resume_after\":1}\n\n")
+	}))
+	defer srv.Close()
+	c := newClient(t, srv.URL, client.Options{Retry: client.Retry{MaxAttempts: 3, InitialDelay: time.Millisecond, MaxDelay: time.Millisecond}})
+	var got []uint64
+	var last error
+	for rec, err := range c.Stream(context.Background(), client.StreamRequest{}) {
+		if err != nil {
+			last = err
+			break
+		}
+		got = append(got, rec.Sequence)
+	}
+	if len(got) != 1 || !errors.Is(last, bucketlog.ErrInvariant) || calls != 1 {
+		t.Fatalf("got %v, ended by %v after %d requests (want 1, then ErrInvariant, 1 request)", got, last, calls)
+	}
+}

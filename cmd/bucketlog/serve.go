@@ -246,8 +246,8 @@ func httpStatus(err error) int {
 	return bucketlog.HTTPStatus(err)
 }
 
-// writeError answers err: {"error","class"} (and "owner_shard" for
-// not_owner), after the fields of report when there is one (a synchronous
+// writeError answers err: {"error","class"} (and "owner_shard" and
+// "shard", the shard this replica owns, for not_owner), after the fields of report when there is one (a synchronous
 // append the bucket did not confirm answers 202 with its outcome).
 func writeError(w http.ResponseWriter, report any, err error) {
 	body := "{}"
@@ -265,6 +265,9 @@ func writeError(w http.ResponseWriter, report any, err error) {
 	fmt.Fprintf(&b, `"error":%s,"class":%s`, jsonString(oneLine(err.Error())), jsonString(classify(err)))
 	if owner, ok := bucketlog.OwnerShard(err); ok {
 		fmt.Fprintf(&b, `,"owner_shard":%d`, owner)
+		if noe := (*affinity.NotOwnerError)(nil); errors.As(err, &noe) {
+			fmt.Fprintf(&b, `,"shard":%d`, noe.Shard)
+		}
 	}
 	b.WriteString("}\n")
 	w.Header().Set("Content-Type", "application/json")

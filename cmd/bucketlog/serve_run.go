@@ -118,7 +118,10 @@ overrides ?after=). A comment line ": heartbeat" comes every 15s. The
 server ends a stream with "event: end" {"reason","resume_after"}: reason
 shutdown, slow_consumer (the subscriber let 10000 records pile up
 unread: appends never wait for a subscriber) or error. A connection that
-takes nothing for 1m is closed.
+takes nothing for 1m is closed. Under load the subscribers are written at
+most once per 2ms, or per 100µs for each subscriber when longer (10ms with
+100): one write for all the records committed meanwhile. The body is not
+chunked: it ends with the connection.
 
 With the bucket unreachable serve keeps appending (events are durable on the
 local disk) and retrying: it logs a WARN at the first failure, then one WARN

@@ -67,9 +67,13 @@ func TestServeStreamHistoryThenLive(t *testing.T) {
 	for i := range 3 {
 		appendOne(t, l, fmt.Sprint("h", i))
 	}
-	_, br, st := openStream(t, base+"/v1/events/stream?after=1", "")
+	resp, br, st := openStream(t, base+"/v1/events/stream?after=1", "")
 	if st.After != 1 || st.Base != 1 || st.Clamped {
 		t.Fatalf("start %+v", st)
+	}
+	if len(resp.TransferEncoding) != 0 || !resp.Close {
+		// A chunked stream costs each write a chunk header and trailer.
+		t.Fatalf("stream body %v (close %v), want unchunked, to the connection's close", resp.TransferEncoding, resp.Close)
 	}
 	for want := uint64(2); want <= 3; want++ {
 		e, r := nextRecord(t, br)

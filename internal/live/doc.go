@@ -15,10 +15,14 @@
 //
 // Hub runs one goroutine while it has subscribers (it ends when the last
 // leaves, or when the store releases its waiters): it reads each commit's
-// records once and appends them to every subscriber's bounded buffer
-// without waiting for any; a subscriber whose buffer is full is ended with
-// ErrOverflow. Subscribers catch up on history by reading the store
-// themselves and join once they reach the hub's position.
+// records once, encodes each once into a tail shared by every whole-log
+// subscriber (each reads it through its own cursor; an execution's
+// subscriber gets its records copied to its own buffer), and wakes each
+// subscriber at most once per gap (MinGap, or GapPerSub per subscriber)
+// without waiting for any; a subscriber more than its bound behind is
+// ended with ErrOverflow, holding exactly the bound. Subscribers catch up
+// on history by reading the store themselves and join once they reach
+// the hub's position.
 //
 // Everything here is safe for concurrent use; it only reads the store.
 package live

@@ -3,12 +3,23 @@ package live
 import (
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
 // HubPage is how many records the hub reads at a time.
 const HubPage = 1024
+
+// hubPagesPerPublish bounds how many pages the hub reads before it
+// publishes what it has.
+const hubPagesPerPublish = 16
+
+// Default publication gaps (Hub.MinGap, Hub.GapPerSub).
+const (
+	DefaultMinGap    = 2 * time.Millisecond
+	DefaultGapPerSub = 100 * time.Microsecond
+)
 
 // ErrOverflow ends a subscription whose buffer filled: the subscriber did
 // not take its records as fast as they were committed.
@@ -23,12 +34,21 @@ type Item struct {
 
 // Hub fans the records a store commits out to live subscribers: one
 // goroutine (running only while someone subscribes) reads each commit's
-// records once, encodes them once and appends them to each subscriber's
-// bounded buffer without ever waiting for a subscriber, so a slow or
-// stalled one costs appends nothing and is dropped (ErrOverflow) when its
-// buffer is full. A subscriber catches up on history by reading the store
-// itself and joins once it has reached the hub's position. Safe for
-// concurrent use.
+// records once and encodes each once into a shared tail (a ring of
+// frames) that every whole-log subscriber reads through its own cursor,
+// so a record costs one read and one encoding however many subscribe,
+// and a commit costs the hub one signal per subscriber. Publications are
+// coalesced: after one, the next waits out the gap (MinGap, or GapPerSub
+// per subscriber when larger), so under load each subscriber is woken
+// once per gap for all the records committed in it, and delivery's share
+// of the CPU is bounded by construction; the first commit after a quiet
+// gap is published at once. The hub never waits for a subscriber: one
+// whose untaken records exceed maxItems or maxBytes is ended
+// (ErrOverflow), holding exactly what fitted. A subscriber of one
+// execution gets its records copied into its own bounded buffer. A
+// subscriber catches up on history by reading the store itself and joins
+// once it has reached the hub's position. Safe for concurrent use; set
+// MinGap and GapPerSub before the first Join.
 type Hub struct {
 	src      Source
 	scan     func(after uint64, limit int) ([]localseg.Record, bool, error)
@@ -36,32 +56,45 @@ type Hub struct {
 	maxItems int
 	maxBytes int
 
+	MinGap    time.Duration // at least this between two publications
+	GapPerSub time.Duration // and at least this per subscriber
+
 	mu      sync.Mutex
 	subs    map[*Sub]struct{}
 	running bool
-	pos     uint64        // every record ≤ pos was offered to the subscribers
-	kick    chan struct{} // a subscriber left: the loop re-checks
-	wg      sync.WaitGroup
+	pos     uint64 // every record ≤ pos was offered to the subscribers
+	// The shared tail: tail[i] is item number base+i (counted from the
+	// hub's start); cum[i] the bytes of all items through it. It holds
+	// what some whole-log subscriber has not taken, at most maxItems and
+	// maxBytes beyond the slowest (a slower one is ended).
+	tail []Item
+	cum  []uint64
+	base uint64
+	kick chan struct{} // a subscriber left: the loop re-checks
+	wg   sync.WaitGroup
 }
 
 // NewHub is a hub over src; scan reads the records after a sequence
 // (and says when it stopped short of limit for a byte budget),
 // encode frames one; a subscriber holds at most maxItems records and
-// maxBytes bytes of frames (one record always fits).
+// maxBytes bytes of frames untaken (one record always fits).
 func NewHub(src Source, scan func(after uint64, limit int) ([]localseg.Record, bool, error), encode func(localseg.Record) []byte, maxItems, maxBytes int) *Hub {
 	return &Hub{src: src, scan: scan, encode: encode, maxItems: max(maxItems, 1), maxBytes: maxBytes,
+		MinGap: DefaultMinGap, GapPerSub: DefaultGapPerSub,
 		subs: map[*Sub]struct{}{}, kick: make(chan struct{}, 1)}
 }
 
 // Sub is one subscription. Its records arrive in order, each once.
 type Sub struct {
+	h     *Hub
 	exec  string
-	ready chan struct{} // cap 1: something was buffered, or the end
-	mu    sync.Mutex
-	items []Item
+	ready chan struct{} // cap 1: something was published, or the end
+	// Guarded by h.mu:
+	last  uint64 // the highest sequence it holds or took
+	next  uint64 // whole log: the tail item it takes next
+	items []Item // an execution's records, or what an ended one holds
 	bytes int
-	last  uint64 // the highest sequence offered to it
-	err   error  // why it ended (ErrOverflow, a scan error, closed)
+	err   error // why it ended (ErrOverflow, a scan error, closed)
 }
 
 // Join subscribes from after (records of exec only, unless exec is ""):
@@ -79,7 +112,7 @@ func (h *Hub) Join(after uint64, exec string) (*Sub, uint64) {
 	if h.pos > after {
 		return nil, h.pos
 	}
-	s := &Sub{exec: exec, ready: make(chan struct{}, 1), last: after}
+	s := &Sub{h: h, exec: exec, ready: make(chan struct{}, 1), last: after, next: h.base + uint64(len(h.tail))}
 	h.subs[s] = struct{}{}
 	return s, after
 }
@@ -88,6 +121,7 @@ func (h *Hub) Join(after uint64, exec string) (*Sub, uint64) {
 func (h *Hub) Leave(s *Sub) {
 	h.mu.Lock()
 	delete(h.subs, s)
+	h.trimLocked()
 	h.mu.Unlock()
 	select {
 	case h.kick <- struct{}{}:
@@ -100,46 +134,159 @@ func (h *Hub) Wait() { h.wg.Wait() }
 
 func (h *Hub) loop() {
 	defer h.wg.Done()
+	var published time.Time
+	var gap *time.Timer
+	defer func() {
+		if gap != nil {
+			gap.Stop()
+		}
+	}()
 	for {
 		ch, err := h.src.TipChanged()
 		h.mu.Lock()
 		if len(h.subs) == 0 {
 			h.running = false
+			h.tail, h.cum = nil, nil
 			h.mu.Unlock()
 			return
 		}
-		pos := h.pos
+		pos, n := h.pos, len(h.subs)
 		h.mu.Unlock()
 		if err != nil {
 			h.endAll(err)
 			continue
 		}
-		if tip := h.src.Tip(); tip > pos {
-			recs, cut, err := h.scan(pos, HubPage)
-			if err != nil {
-				h.endAll(err)
-				continue
+		if h.src.Tip() <= pos {
+			select {
+			case <-ch:
+			case <-h.kick:
 			}
-			items := make([]Item, len(recs))
-			for i, r := range recs {
-				items[i] = Item{Seq: r.Seq, Frame: h.encode(r)}
-			}
-			h.mu.Lock()
-			for s := range h.subs {
-				if !s.offer(recs, items, h.maxItems, h.maxBytes) {
-					delete(h.subs, s)
-				}
-			}
-			h.pos = tip
-			if n := len(recs); n > 0 && (n == HubPage || cut) {
-				h.pos = recs[n-1].Seq // a full page: the rest comes next
-			}
-			h.mu.Unlock()
 			continue
 		}
-		select {
-		case <-ch:
-		case <-h.kick:
+		// Coalesce: wait out the gap since the last publication, then
+		// publish everything committed by then at once.
+		if d := max(h.MinGap, h.GapPerSub*time.Duration(n)) - time.Since(published); d > 0 {
+			if gap == nil {
+				gap = time.NewTimer(d)
+			} else {
+				gap.Reset(d)
+			}
+			select {
+			case <-gap.C:
+			case <-h.kick:
+				gap.Stop()
+				continue
+			}
+		}
+		if err := h.publish(pos); err != nil {
+			h.endAll(err)
+			continue
+		}
+		published = time.Now()
+	}
+}
+
+// publish reads the records after pos (up to the tip, a bounded number of
+// pages), encodes each once and offers them to the subscribers.
+func (h *Hub) publish(pos uint64) error {
+	var recs []localseg.Record
+	var items []Item
+	for range hubPagesPerPublish {
+		tip := h.src.Tip()
+		if tip <= pos {
+			break
+		}
+		page, cut, err := h.scan(pos, HubPage)
+		if err != nil {
+			return err
+		}
+		for _, r := range page {
+			recs = append(recs, r)
+			items = append(items, Item{Seq: r.Seq, Frame: h.encode(r)})
+		}
+		if n := len(page); n > 0 && (n == HubPage || cut) {
+			pos = page[n-1].Seq // a full page: the rest comes next
+			continue
+		}
+		pos = tip
+		break
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.pos = pos
+	whole := false
+	for s := range h.subs {
+		if s.exec == "" {
+			whole = true
+			break
+		}
+	}
+	if whole {
+		var c uint64
+		if n := len(h.cum); n > 0 {
+			c = h.cum[n-1]
+		}
+		for _, it := range items {
+			c += uint64(len(it.Frame))
+			h.tail = append(h.tail, it)
+			h.cum = append(h.cum, c)
+		}
+	}
+	for s := range h.subs {
+		if s.exec != "" {
+			if !s.offer(recs, items, h.maxItems, h.maxBytes) {
+				delete(h.subs, s)
+			}
+			continue
+		}
+		if len(items) == 0 {
+			continue
+		}
+		if !h.boundLocked(s) {
+			delete(h.subs, s)
+		}
+		s.signal()
+	}
+	h.trimLocked()
+	return nil
+}
+
+// boundLocked ends s (ErrOverflow) if its untaken records exceed the
+// bounds, leaving it exactly what fits; false when it ended.
+func (h *Hub) boundLocked(s *Sub) bool {
+	head := h.base + uint64(len(h.tail))
+	i := int(s.next - h.base)
+	var before uint64
+	if i > 0 {
+		before = h.cum[i-1]
+	}
+	n := int(head - s.next)
+	if n <= h.maxItems && (n <= 1 || h.cum[len(h.cum)-1]-before <= uint64(h.maxBytes)) {
+		return true
+	}
+	k := min(n, h.maxItems)
+	for k > 1 && h.cum[i+k-1]-before > uint64(h.maxBytes) {
+		k--
+	}
+	s.items = h.tail[i : i+k : i+k]
+	s.next = head
+	s.err = ErrOverflow
+	return false
+}
+
+// trimLocked drops the tail items every whole-log subscriber has taken.
+func (h *Hub) trimLocked() {
+	low := h.base + uint64(len(h.tail))
+	for s := range h.subs {
+		if s.exec == "" && s.err == nil {
+			low = min(low, s.next)
+		}
+	}
+	if k := int(low - h.base); k > 0 {
+		h.tail, h.cum = h.tail[k:], h.cum[k:]
+		h.base = low
+		if len(h.tail) == 0 {
+			h.tail, h.cum = nil, nil // let the old arrays go
 		}
 	}
 }
@@ -149,19 +296,26 @@ func (h *Hub) loop() {
 func (h *Hub) endAll(err error) {
 	h.mu.Lock()
 	for s := range h.subs {
-		s.end(err)
+		if s.exec == "" {
+			// It keeps what it has not taken.
+			i, j := int(s.next-h.base), len(h.tail)
+			s.items = h.tail[i:j:j]
+			s.next = h.base + uint64(j)
+		}
+		s.err = err
+		s.signal()
 		delete(h.subs, s)
 	}
+	h.trimLocked()
 	h.mu.Unlock()
 }
 
-// offer buffers the records s wants; false when it overflowed (ended).
+// offer buffers the records an execution's subscriber wants; false when
+// it overflowed (ended). Called with h.mu held.
 func (s *Sub) offer(recs []localseg.Record, items []Item, maxItems, maxBytes int) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	added := false
 	for i, r := range recs {
-		if r.Seq <= s.last || (s.exec != "" && r.ExecutionID != s.exec) {
+		if r.Seq <= s.last || r.ExecutionID != s.exec {
 			continue
 		}
 		n := len(items[i].Frame)
@@ -181,13 +335,6 @@ func (s *Sub) offer(recs []localseg.Record, items []Item, maxItems, maxBytes int
 	return true
 }
 
-func (s *Sub) end(err error) {
-	s.mu.Lock()
-	s.err = err
-	s.mu.Unlock()
-	s.signal()
-}
-
 func (s *Sub) signal() {
 	select {
 	case s.ready <- struct{}{}:
@@ -198,12 +345,29 @@ func (s *Sub) signal() {
 // Ready is signalled when Take has something new.
 func (s *Sub) Ready() <-chan struct{} { return s.ready }
 
-// Take returns the buffered records (emptying the buffer) and, once the
-// subscription ended, why: write the records, then stop.
+// Take returns the records published to s since its last Take (the
+// slice is shared: read it, do not modify it) and, once the subscription
+// ended, why: write the records, then stop.
 func (s *Sub) Take() ([]Item, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	h := s.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	items := s.items
 	s.items, s.bytes = nil, 0
+	if s.exec == "" && s.err == nil {
+		i, j := int(s.next-h.base), len(h.tail)
+		items = h.tail[i:j:j]
+		s.next = h.base + uint64(j) // the next publication trims the tail
+	}
+	if s.exec == "" {
+		// A whole-log subscriber may have joined past the hub's
+		// position: what it already holds is not sent again.
+		for len(items) > 0 && items[0].Seq <= s.last {
+			items = items[1:]
+		}
+		if n := len(items); n > 0 {
+			s.last = items[n-1].Seq
+		}
+	}
 	return items, s.err
 }
