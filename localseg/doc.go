@@ -170,7 +170,10 @@
 // writable open with a trusted checkpoint still reads the unused
 // preallocated tail of the active segment once (at most SegmentMaxBytes)
 // to prove it holds only zeros: leftovers of an interrupted write are
-// truncated away, so later appends never sit in front of stale bytes.
+// truncated away, so later appends never sit in front of stale bytes; and
+// it re-writes and fsyncs the trusted checkpoint (read back from the page
+// cache, its fsync may have failed), the only durable record of the
+// segment it names, before any frame goes there.
 //
 // # Retry-safe appends
 //

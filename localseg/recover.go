@@ -402,9 +402,14 @@ func (s *Store) recoverSegments(ids []uint64, ck *checkpoint, ckFileLen int) err
 	if trusted {
 		// A checkpoint naming the highest segment is written only after
 		// the directory fsync that made that segment's entry durable
-		// (at a rollover, and below), so there is nothing to sync.
+		// (at a rollover, and below), so the directory needs no sync.
+		// Its own bytes may live only in the page cache (a rollover
+		// whose checkpoint fsync failed, then a restart): a second fsync
+		// need not write them, so it is written again and fsynced before
+		// frames go to the segment it names (it is the only durable
+		// record that the segment exists, see checkNothingMissing).
 		s.ckptLen = ckFileLen
-		return s.openCheckpoint(false)
+		return s.openCheckpoint(true)
 	}
 	// Every entry this store builds on (a segment created by a process
 	// that died before syncing the directory) is made durable before the
