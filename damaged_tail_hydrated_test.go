@@ -14,14 +14,15 @@ import (
 // segments. Damaged at rest, it is still an object of ours (its metadata
 // names the local bytes of its range): Open must not refuse it as a
 // diverged history (simulation seed 113146: the shard could never open
-// again), and the next tick ships its events again.
+// again), the next tick ships its events again, and a restore passes over
+// it.
 func TestDamagedTailObjectSpanningHydratedSegments(t *testing.T) {
 	ctx := ctxT(t)
 	key := blobtier.TailKey(0, 22, 24) // the newest tail object, which Open compares
 	// hydrated ships 24 events in tail objects of 3 from one big segment,
 	// loses the disk and hydrates into segments of size bytes; it reports
 	// whether the newest tail object spans two hydrated segments.
-	hydrated := func(size int64) (*blob.Bucket, Options, bool) {
+	hydrated := func(size int64) (*blob.Bucket, blobtier.Bucket, Options, bool) {
 		raw := memblob.OpenBucket(nil)
 		b := blobtier.New(raw, blobtier.Options{})
 		t.Cleanup(func() { b.Close() })
@@ -53,10 +54,11 @@ func TestDamagedTailObjectSpanningHydratedSegments(t *testing.T) {
 				last = s.ID
 			}
 		}
-		return raw, small, first != last
+		return raw, b, small, first != last
 	}
 	var (
 		raw   *blob.Bucket
+		b     blobtier.Bucket
 		small Options
 		ok    bool
 	)
@@ -64,7 +66,7 @@ func TestDamagedTailObjectSpanningHydratedSegments(t *testing.T) {
 		if size > 3000 {
 			t.Fatal("no segment size splits the newest tail object")
 		}
-		raw, small, ok = hydrated(size)
+		raw, b, small, ok = hydrated(size)
 	}
 	damageAtRest(t, raw, key)
 
@@ -75,5 +77,13 @@ func TestDamagedTailObjectSpanningHydratedSegments(t *testing.T) {
 	defer l.Close()
 	if _, err := l.Ship(ctx, false); err != nil || l.ShippedThrough() != 24 {
 		t.Fatalf("ship after the restart: shipped %d, %v", l.ShippedThrough(), err)
+	}
+	// A restore passes over the damaged object: the hydrated owner's
+	// segment and its new tail object hold every event of it (the
+	// comparison of a segment with the tail objects it overlaps must not
+	// fail on it either).
+	rep, err := Restore(ctx, RestoreOptions{Bucket: b, Dir: t.TempDir()})
+	if err != nil || rep.LastSeq != 24 {
+		t.Fatalf("restore from the bucket alone: %+v, %v", rep, err)
 	}
 }
