@@ -98,6 +98,32 @@ func (r *run) lostWithUnshippedDamage(ctx context.Context) bool {
 	return false
 }
 
+// lostWithDamagedSegment: the disk is lost while a segment object above
+// the watermark fails verification because its own put landed damaged
+// bytes (a damaging write fault), and faults kept its owner from deleting
+// it and putting it again before the disk went (seeds 105044, 1002582: a
+// refused delete or stat, then refused puts). The bucket is then exactly
+// as with damage at rest, which adopt already counts unrecoverable
+// (damageOutstanding): a hydrate refuses a corrupt segment object, never
+// bridging it with tail objects (coldload doc.go: only damaged tail
+// objects are passed over), and no owner is left that holds its bytes.
+// Demanding a hydrate there was wrong; a segment object put intact, or
+// one reclaimed below the mark, excuses nothing.
+func (r *run) lostWithDamagedSegment(ctx context.Context) bool {
+	var mark watermark.Mark
+	if data, _, err := r.w.clean().Get(ctx, blobtier.WatermarkKey(0)); err == nil {
+		if m, err := watermark.Decode(data); err == nil {
+			mark = m
+		}
+	}
+	for _, k := range r.unreadableData(ctx) {
+		if k.Kind == blobtier.KindSegment && k.Segment > mark.Segment {
+			return true
+		}
+	}
+	return false
+}
+
 // requestFailed reports whether an injected fault of kind k fails the
 // request it hits: refused, or a write that landed while its answer was
 // lost (lost_ack). Either way an Open that fails on it failed on a bucket

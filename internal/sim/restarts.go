@@ -123,7 +123,8 @@ func (r *run) adopt(ctx context.Context, why string) *violation {
 	// A disk lost while a segment, tail object or the watermark is damaged
 	// at rest has lost what only its copy held: the run cannot recover,
 	// and ends (see loop).
-	if r.damageOutstanding(true) || r.watermarkUnreadable(ctx) || r.lostWithUnshippedDamage(ctx) || r.lostWithOnlyAWatermark(ctx) {
+	if r.damageOutstanding(true) || r.watermarkUnreadable(ctx) || r.lostWithUnshippedDamage(ctx) || r.lostWithOnlyAWatermark(ctx) ||
+		r.lostWithDamagedSegment(ctx) {
 		r.unrecoverable = true
 		r.logf("  (data damaged at rest and the disk gone: unrecoverable)")
 	}
