@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path"
@@ -16,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"gocloud.dev/blob"
 
 	"github.com/bucketlog/bucketlog"
@@ -98,8 +100,15 @@ func (w *world) clean() blobtier.Bucket {
 	return blobtier.New(blob.NewBucket(w.raw.Clone()), blobtier.Options{Timeout: time.Minute})
 }
 
+// simMetrics receives every simulated Log's metrics. Without a
+// Registerer each Open builds every metric family anew (a tenth of the
+// simulation's time); the shard's series are shared across opens and seeds
+// (its one label value), and nothing the engine does reads them back.
+var simMetrics = prometheus.NewRegistry()
+
 func (w *world) options() bucketlog.Options {
 	o := bucketlog.Options{
+		Registerer:      simMetrics,
 		Dir:             w.dir(),
 		FS:              faultfs.Wrap(w.disk, w.inj),
 		Bucket:          w.newView(),
@@ -215,31 +224,59 @@ func (w *world) hydrateReal(ctx context.Context) error {
 // mirror reproduces on the real disk the file names of the MemFS shard
 // directory and bucket.json: Open and Restore read those through the os
 // package, not Options.FS (coldload.IsEmptyStore, localseg.ReadBucketRecord), so the real
-// directory must tell them what the injected one holds.
+// directory must tell them what the injected one holds. Only what differs
+// is changed (every open mirrors; rewriting each file was a tenth of the
+// simulation's time): afterwards the directory holds exactly those names,
+// empty but for the bucket record's bytes, or is absent when the MemFS
+// directory holds no file.
 func (w *world) mirror(m *faultfs.MemFS, dir string) error {
 	real := filepath.Join(dir, shard0)
-	if err := os.RemoveAll(real); err != nil {
-		return err
-	}
 	files := m.Files()
 	prefix := path.Clean("/"+real) + "/"
-	made := false
-	for _, name := range slices.Sorted(maps.Keys(files)) {
+	want := map[string][]byte{}
+	for name, data := range files {
 		if !strings.HasPrefix(name, prefix) || strings.Contains(name[len(prefix):], "/") {
 			continue
 		}
 		base := name[len(prefix):]
-		if !made {
-			if err := os.MkdirAll(real, 0o755); err != nil {
+		want[base] = nil
+		if localseg.IsBucketRecordFile(base) {
+			want[base] = data
+		}
+	}
+	if len(want) == 0 {
+		return os.RemoveAll(real)
+	}
+	entries, err := os.ReadDir(real)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(real, 0o755); err != nil {
+			return err
+		}
+	} else if err != nil {
+		return err
+	}
+	right := map[string]bool{}
+	for _, e := range entries {
+		data, ok := want[e.Name()]
+		if !ok || !e.Type().IsRegular() {
+			if err := os.RemoveAll(filepath.Join(real, e.Name())); err != nil {
 				return err
 			}
-			made = true
+			continue
 		}
-		var data []byte
-		if localseg.IsBucketRecordFile(base) {
-			data = files[name]
+		if info, err := e.Info(); err == nil && info.Size() == int64(len(data)) {
+			if len(data) == 0 {
+				right[e.Name()] = true
+			} else if got, err := os.ReadFile(filepath.Join(real, e.Name())); err == nil && bytes.Equal(got, data) {
+				right[e.Name()] = true
+			}
 		}
-		if err := os.WriteFile(filepath.Join(real, base), data, 0o644); err != nil {
+	}
+	for _, base := range slices.Sorted(maps.Keys(want)) {
+		if right[base] {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(real, base), want[base], 0o644); err != nil {
 			return err
 		}
 	}
@@ -320,7 +357,7 @@ func (w *world) restore(ctx context.Context) (restored, error) {
 	if err != nil {
 		return restored{}, err
 	}
-	l, err := bucketlog.Open(ctx, bucketlog.Options{Dir: dir, ReadOnly: true, Now: w.now, Logger: quiet})
+	l, err := bucketlog.Open(ctx, bucketlog.Options{Dir: dir, ReadOnly: true, Now: w.now, Logger: quiet, Registerer: simMetrics})
 	if err != nil {
 		return restored{}, fmt.Errorf("open the restored store: %w", err)
 	}
