@@ -132,13 +132,15 @@ func (w *world) options() bucketlog.Options {
 // engine's own Open on a real directory (MemFS cannot rename the
 // directory a hydrate builds), and the result is copied onto the disk.
 func (w *world) open(ctx context.Context) (err error, changed string) {
-	if w.emptyStore() {
+	files := w.disk.Files() // one copy for the checks and the mirror
+	if w.emptyStoreIn(files) {
 		if err := w.hydrateReal(ctx); err != nil {
 			return err, ""
 		}
+		files = w.disk.Files()
 	}
-	before := diskFiles(w.disk, w.dir())
-	if err := w.mirror(w.disk, w.dir()); err != nil {
+	before := digestFiles(files, w.dir())
+	if err := mirrorFiles(files, w.dir()); err != nil {
 		return fmt.Errorf("sim: mirror: %w", err), ""
 	}
 	l, err := bucketlog.Open(ctx, w.options())
@@ -150,15 +152,19 @@ func (w *world) open(ctx context.Context) (err error, changed string) {
 	return nil, ""
 }
 
-// hasBucketRecord reports whether the shard directory records its bucket.
-func (w *world) hasBucketRecord() bool {
-	_, ok := w.disk.Files()[path.Clean("/"+localseg.BucketRecordPath(filepath.Join(w.dir(), shard0)))]
+// hasBucketRecordIn reports whether the shard directory of files (a
+// MemFS's Files) records its bucket.
+func (w *world) hasBucketRecordIn(files map[string][]byte) bool {
+	_, ok := files[path.Clean("/"+localseg.BucketRecordPath(filepath.Join(w.dir(), shard0)))]
 	return ok
 }
 
-func (w *world) emptyStore() bool {
+func (w *world) emptyStore() bool { return w.emptyStoreIn(w.disk.Files()) }
+
+// emptyStoreIn is emptyStore of files (a MemFS's Files).
+func (w *world) emptyStoreIn(files map[string][]byte) bool {
 	prefix := path.Clean("/"+filepath.Join(w.dir(), shard0)) + "/"
-	for name := range w.disk.Files() {
+	for name := range files {
 		// As coldload.IsEmptyStore: a checkpoint left by a store
 		// that lost its segments is no empty directory (finding 9).
 		if rest, ok := strings.CutPrefix(name, prefix); ok && localseg.IsStoreFile(rest) {
@@ -221,7 +227,7 @@ func (w *world) hydrateReal(ctx context.Context) error {
 	}
 }
 
-// mirror reproduces on the real disk the file names of the MemFS shard
+// mirrorFiles reproduces on the real disk the file names of the MemFS shard
 // directory and bucket.json: Open and Restore read those through the os
 // package, not Options.FS (coldload.IsEmptyStore, localseg.ReadBucketRecord), so the real
 // directory must tell them what the injected one holds. Only what differs
@@ -229,9 +235,8 @@ func (w *world) hydrateReal(ctx context.Context) error {
 // simulation's time): afterwards the directory holds exactly those names,
 // empty but for the bucket record's bytes, or is absent when the MemFS
 // directory holds no file.
-func (w *world) mirror(m *faultfs.MemFS, dir string) error {
+func mirrorFiles(files map[string][]byte, dir string) error {
 	real := filepath.Join(dir, shard0)
-	files := m.Files()
 	prefix := path.Clean("/"+real) + "/"
 	want := map[string][]byte{}
 	for name, data := range files {
@@ -284,10 +289,13 @@ func (w *world) mirror(m *faultfs.MemFS, dir string) error {
 }
 
 // diskFiles digests every file under dir.
-func diskFiles(m *faultfs.MemFS, dir string) map[string]string {
+func diskFiles(m *faultfs.MemFS, dir string) map[string]string { return digestFiles(m.Files(), dir) }
+
+// digestFiles is diskFiles of files (a MemFS's Files).
+func digestFiles(files map[string][]byte, dir string) map[string]string {
 	prefix := path.Clean("/"+dir) + "/"
 	out := map[string]string{}
-	for name, data := range m.Files() {
+	for name, data := range files {
 		if rest, ok := strings.CutPrefix(name, prefix); ok {
 			switch b := path.Base(rest); {
 			case localseg.IsCheckpointFile(b):
