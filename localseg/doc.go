@@ -131,8 +131,9 @@
 // Open lists the segments (those at or below reclaim.json are deleted
 // unread by a writable open, skipped by a read-only one; a missing id in
 // between is corruption). With Options.DeferCleanup those deletions (and
-// of unfinished temporary files) wait for RemoveLeftovers: the engine
-// calls it once the bucket's verdict lets its open go on. A store whose own durable records show more than
+// of unfinished temporary files), and the highest segment's repair below,
+// wait for RemoveLeftovers (or the first write): the engine calls it once
+// the bucket's verdict lets its open go on. A store whose own durable records show more than
 // its files hold is refused, writable or read-only, before anything is
 // changed (ErrLostState, an ErrInvalidState, naming the evidence and the
 // way to rebuild from a bucket): a parsing checkpoint naming a segment above

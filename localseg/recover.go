@@ -66,7 +66,7 @@ func (s *Store) recover() error {
 		return err
 	}
 	if !s.readOnly && s.deferCleanup {
-		s.deferred = &cleanup{leftovers, tmps}
+		s.deferred = &cleanup{leftovers: leftovers, tmps: tmps}
 	} else if !s.readOnly {
 		if err := s.removeLeftovers(leftovers, tmps); err != nil {
 			return err
@@ -372,6 +372,22 @@ func (s *Store) recoverSegments(ids []uint64, ck *checkpoint, ckFileLen int) err
 		// it can leave its index file when it seals it.
 		active.ixb = newSegIdxBuilder(highest)
 	}
+	repair := func() error { return s.repairActive(f, highest, data, from, end, size, ckLen, ckFileLen, trusted) }
+	if s.deferred != nil {
+		// Options.DeferCleanup: the owner's verdict comes first (a refused
+		// open changes no byte, torn bytes included); RemoveLeftovers, or
+		// the first write, repairs (repairPendingLocked).
+		s.deferred.repair = repair
+		return nil
+	}
+	return repair()
+}
+
+// repairActive is the writable open's repair of the highest segment f
+// (recoverSegments): data holds [from, size) of it when it was read, end
+// is its logical end, ckLen the trusted or replayed-from checkpoint length
+// (-1: none) and ckFileLen checkpoint.json's length.
+func (s *Store) repairActive(f File, highest uint64, data []byte, from, end, size, ckLen int64, ckFileLen int, trusted bool) error {
 	rewriteFrom := max(ckLen, 0)
 	changed := false
 	if s.report.TornTailBytes > 0 || (size > end && !s.prealloc) {
