@@ -304,13 +304,12 @@ func digestFiles(files map[string][]byte, dir string) map[string]string {
 				data = nil
 			case localseg.IsLockFile(b), localseg.IsIndexFile(b), localseg.IsTempFile(b):
 				continue // the lock, derived index files, temporaries
-			case localseg.IsSegmentFile(b):
-				// Zeros after the last frame are the end of the log (the
-				// segment format): a writable open that re-preallocates
-				// the active segment (a crash clone keeps only its
-				// synced length) before a refusal changes no byte of the
-				// log. Zeroing or cutting a frame still shows.
-				data = bytes.TrimRight(data, "\x00")
+				// Segment files count byte for byte, zeros after the last
+				// frame included: a writable open repairs the highest
+				// segment (torn tail, preallocation) only after the
+				// bucket's verdict (localseg DeferCleanup), so a refusal
+				// changes none of it (with the repair before the verdict,
+				// seed 183 finds a stale refusal that changed it).
 			}
 			out[rest] = fmt.Sprintf("%d:%x", len(data), sha256.Sum256(data))
 		}
