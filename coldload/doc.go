@@ -139,9 +139,10 @@
 // ErrCorrupt), never a silently shortened replay; AllowPartial steps over
 // holes, not over corruption or conflicts. The one exception is a tail
 // object whose every event an intact later object also holds (its owner
-// found it damaged and shipped its events again under another key): Hydrate
-// passes over it; had it held an event no intact object holds, the restore
-// fails with its error.
+// found it damaged and shipped its events again under another key, also
+// when a segment object holds part of its range): Hydrate passes over it;
+// had it held an event no intact object holds, the restore fails with its
+// error.
 //
 // # After a partial restore
 //

@@ -196,8 +196,10 @@ type Options struct {
 	ReadOnly bool
 	// DeferCleanup makes a writable open keep what its recovery would
 	// delete (segment files at or below the reclaim base, unfinished
-	// temporary files) until RemoveLeftovers: an owner whose open the
-	// bucket may still refuse leaves the directory as it found it.
+	// temporary files) and the highest segment as it found it (a torn
+	// tail, the preallocation, the checkpoint's rewrite) until
+	// RemoveLeftovers or the first write: an owner whose open the bucket
+	// may still refuse leaves the directory as it found it.
 	DeferCleanup bool
 	// NoPreallocate disables preallocating the active segment.
 	NoPreallocate bool

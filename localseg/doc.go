@@ -131,8 +131,9 @@
 // Open lists the segments (those at or below reclaim.json are deleted
 // unread by a writable open, skipped by a read-only one; a missing id in
 // between is corruption). With Options.DeferCleanup those deletions (and
-// of unfinished temporary files) wait for RemoveLeftovers: the engine
-// calls it once the bucket's verdict lets its open go on. A store whose own durable records show more than
+// of unfinished temporary files), and the highest segment's repair below,
+// wait for RemoveLeftovers (or the first write): the engine calls it once
+// the bucket's verdict lets its open go on. A store whose own durable records show more than
 // its files hold is refused, writable or read-only, before anything is
 // changed (ErrLostState, an ErrInvalidState, naming the evidence and the
 // way to rebuild from a bucket): a parsing checkpoint naming a segment above
@@ -170,7 +171,10 @@
 // writable open with a trusted checkpoint still reads the unused
 // preallocated tail of the active segment once (at most SegmentMaxBytes)
 // to prove it holds only zeros: leftovers of an interrupted write are
-// truncated away, so later appends never sit in front of stale bytes.
+// truncated away, so later appends never sit in front of stale bytes; and
+// it re-writes and fsyncs the trusted checkpoint (read back from the page
+// cache, its fsync may have failed), the only durable record of the
+// segment it names, before any frame goes there.
 //
 // # Retry-safe appends
 //

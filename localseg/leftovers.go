@@ -69,11 +69,35 @@ func (s *Store) removeLeftovers(leftovers []uint64, tmps []string) error {
 type cleanup struct {
 	leftovers []uint64
 	tmps      []string
+	// repair is the highest segment's repair (truncating a torn tail,
+	// re-writing what is kept, preallocating, the checkpoint), nil once
+	// done.
+	repair func() error
+}
+
+// repairPendingLocked runs the repair a recovery with Options.DeferCleanup
+// left for later, before anything is written (every writer checks
+// checkWritableLocked first). A failure poisons the store. The caller
+// holds s.mu.
+func (s *Store) repairPendingLocked() error {
+	if s.deferred == nil || s.deferred.repair == nil {
+		return nil
+	}
+	repair := s.deferred.repair
+	s.deferred.repair = nil
+	if err := repair(); err != nil {
+		s.poisonLocked(err)
+		return s.poison
+	}
+	return nil
 }
 
 // RemoveLeftovers deletes, on a store opened with Options.DeferCleanup,
 // what its recovery left in place: the segment files at or below the
-// reclaim base and the unfinished temporary files it found. The owner
+// reclaim base and the unfinished temporary files it found; first it makes
+// the highest segment's repair (a torn tail truncated, what is kept
+// re-written and fsynced, preallocation, the checkpoint), which otherwise
+// runs at the first write. The owner
 // calls it once the bucket's verdict lets the open go on (a refused open
 // must change no byte), before the store is shared. A spare segment the
 // store prepared since (it reuses the temporary name) is kept. It is a
@@ -81,6 +105,9 @@ type cleanup struct {
 func (s *Store) RemoveLeftovers() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.repairPendingLocked(); err != nil {
+		return err
+	}
 	c := s.deferred
 	if c == nil {
 		return nil

@@ -74,7 +74,7 @@ func (s *Store) recover() error {
 		return err
 	}
 	if !s.readOnly && s.deferCleanup {
-		s.deferred = &cleanup{leftovers, tmps}
+		s.deferred = &cleanup{leftovers: leftovers, tmps: tmps}
 	} else if !s.readOnly {
 		if err := s.removeLeftovers(leftovers, tmps); err != nil {
 			return err
@@ -387,6 +387,22 @@ func (s *Store) recoverSegments(ids []uint64, ck *checkpoint, ckFileLen int) err
 		// it can leave its index file when it seals it.
 		active.ixb = newSegIdxBuilder(highest)
 	}
+	repair := func() error { return s.repairActive(f, highest, data, from, end, size, ckLen, ckFileLen, trusted) }
+	if s.deferred != nil {
+		// Options.DeferCleanup: the owner's verdict comes first (a refused
+		// open changes no byte, torn bytes included); RemoveLeftovers, or
+		// the first write, repairs (repairPendingLocked).
+		s.deferred.repair = repair
+		return nil
+	}
+	return repair()
+}
+
+// repairActive is the writable open's repair of the highest segment f
+// (recoverSegments): data holds [from, size) of it when it was read, end
+// is its logical end, ckLen the trusted or replayed-from checkpoint length
+// (-1: none) and ckFileLen checkpoint.json's length.
+func (s *Store) repairActive(f File, highest uint64, data []byte, from, end, size, ckLen int64, ckFileLen int, trusted bool) error {
 	rewriteFrom := max(ckLen, 0)
 	changed := false
 	if s.report.TornTailBytes > 0 || (size > end && !s.prealloc) {
@@ -417,9 +433,14 @@ func (s *Store) recoverSegments(ids []uint64, ck *checkpoint, ckFileLen int) err
 	if trusted {
 		// A checkpoint naming the highest segment is written only after
 		// the directory fsync that made that segment's entry durable
-		// (at a rollover, and below), so there is nothing to sync.
+		// (at a rollover, and below), so the directory needs no sync.
+		// Its own bytes may live only in the page cache (a rollover
+		// whose checkpoint fsync failed, then a restart): a second fsync
+		// need not write them, so it is written again and fsynced before
+		// frames go to the segment it names (it is the only durable
+		// record that the segment exists, see checkNothingMissing).
 		s.ckptLen = ckFileLen
-		return s.openCheckpoint(false)
+		return s.openCheckpoint(true)
 	}
 	// Every entry this store builds on (a segment created by a process
 	// that died before syncing the directory) is made durable before the

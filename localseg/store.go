@@ -351,7 +351,7 @@ func (s *Store) checkWritableLocked() error {
 	case s.poison != nil:
 		return s.poison
 	}
-	return nil
+	return s.repairPendingLocked()
 }
 
 // poisonLocked records the first write or fsync error. From then on every

@@ -3,9 +3,12 @@ package sim
 import (
 	"context"
 	"errors"
+	"path"
+	"path/filepath"
 
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/blobtier/faultbucket"
+	"github.com/bucketlog/bucketlog/localseg"
 	"github.com/bucketlog/bucketlog/watermark"
 )
 
@@ -96,6 +99,71 @@ func (r *run) lostWithUnshippedDamage(ctx context.Context) bool {
 		}
 	}
 	return false
+}
+
+// lostWithDamagedSegment: the disk is lost while a segment object above
+// the watermark fails verification because its own put landed damaged
+// bytes (a damaging write fault), and faults kept its owner from deleting
+// it and putting it again before the disk went (seeds 105044, 1002582: a
+// refused delete or stat, then refused puts). The bucket is then exactly
+// as with damage at rest, which adopt already counts unrecoverable
+// (damageOutstanding): a hydrate refuses a corrupt segment object, never
+// bridging it with tail objects (coldload doc.go: only damaged tail
+// objects are passed over), and no owner is left that holds its bytes.
+// Demanding a hydrate there was wrong; a segment object put intact, or
+// one reclaimed below the mark, excuses nothing.
+func (r *run) lostWithDamagedSegment(ctx context.Context) bool {
+	var mark watermark.Mark
+	if data, _, err := r.w.clean().Get(ctx, blobtier.WatermarkKey(0)); err == nil {
+		if m, err := watermark.Decode(data); err == nil {
+			mark = m
+		}
+	}
+	for _, k := range r.unreadableData(ctx) {
+		if k.Kind == blobtier.KindSegment && k.Segment > mark.Segment {
+			return true
+		}
+	}
+	return false
+}
+
+// adoptedMark returns, when the shard directory's reclaim manifest names
+// the segment of the bucket's watermark at rest, a test of one diffFiles
+// change being part of that adoption: the manifest written, or a segment
+// file at or below the mark's segment removed. An Open that failed on a
+// bucket request after its verdict may have adopted the mark already
+// (shipper reconcile: the checks first, then Reclaim, then the cursor
+// object's rebuild, whose compare-and-swap can fail; seed 108763: a lost
+// ack on it). That is the local half of a GC pass the bucket committed,
+// no decision about the disk: the refusals that must change nothing
+// (finding 1) are still checked, as is any other change (nil: none).
+func (r *run) adoptedMark(ctx context.Context) func(string) bool {
+	data, _, err := r.w.clean().Get(ctx, blobtier.WatermarkKey(0))
+	if err != nil {
+		return nil
+	}
+	mark, err := watermark.Decode(data)
+	if err != nil || mark.Segment == 0 {
+		return nil
+	}
+	m, err := localseg.ReadReclaimManifest(r.w.disk, filepath.Join(r.w.dir(), shard0))
+	if err != nil || m.ReclaimedThroughSegment != mark.Segment {
+		return nil
+	}
+	return func(c string) bool {
+		base := path.Base(c[1:])
+		if c[0] != '-' {
+			// The manifest: a store file that is no segment, index or
+			// checkpoint (its name is localseg's to spell).
+			return localseg.IsStoreFile(base) && !localseg.IsSegmentFile(base) && !localseg.IsIndexFile(base) && !localseg.IsCheckpointFile(base)
+		}
+		for id := uint64(1); id <= mark.Segment; id++ {
+			if base == localseg.SegmentFileName(id) {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // requestFailed reports whether an injected fault of kind k fails the

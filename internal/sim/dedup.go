@@ -118,6 +118,22 @@ func (r *run) retryFailed(ctx context.Context, g *retrier) *violation {
 	res, err := r.w.log.Append(ctx, locEvent(f.ev))
 	r.logf("retry-failed %s -> seq %d dup=%v %s", short(f.ev.payload), res.Seq, res.Duplicate, errClass(err))
 	if err != nil && !errors.Is(err, bucketlog.ErrNotInBucket) {
+		// A failed retry's outcome is unknown as its first append's was
+		// (a poisoned store may still have written it, and a restart that
+		// keeps the page cache recovers it). An earlier copy below the
+		// base was reclaimed, so its id is out of the window and the
+		// retry was a new event: demanding one sequence per payload then
+		// was wrong (seeds 10695, 114945: the copy at 4 reclaimed, the
+		// failed retry found at 82). The reclaimed copy leaves the
+		// history, as when the retry succeeds (below).
+		if now, ok := r.base(); ok {
+			for s, e := range r.m.hist {
+				if e.txn == f.ev.txn && s < now {
+					delete(r.m.hist, s)
+					delete(r.m.bySeqAck, s)
+				}
+			}
+		}
 		return nil
 	}
 	if had, ok := r.m.hist[res.Seq]; ok && had != f.ev {

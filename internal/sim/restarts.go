@@ -40,14 +40,15 @@ func (r *run) opRestartKeep(ctx context.Context) *violation {
 // it changes a byte (issue 12, finding 8). It draws no random number, so
 // it leaves every seed's schedule as it was.
 func (r *run) checkAnotherBucket(ctx context.Context) *violation {
-	if r.w.emptyStore() || !r.w.hasBucketRecord() {
+	files := r.w.disk.Files()
+	if r.w.emptyStoreIn(files) || !r.w.hasBucketRecordIn(files) {
 		return nil
 	}
 	r.stats.Steps["open-another-bucket"]++
 	r.w.bucketURL = otherBucketURL
 	defer func() { r.w.bucketURL = simBucketURL }()
-	before := diskFiles(r.w.disk, r.w.dir())
-	if err := r.w.mirror(r.w.disk, r.w.dir()); err != nil {
+	before := digestFiles(files, r.w.dir())
+	if err := mirrorFiles(files, r.w.dir()); err != nil {
 		return fail("sim", "mirror: %v", err)
 	}
 	l, err := bucketlog.Open(ctx, r.w.options())
@@ -123,7 +124,8 @@ func (r *run) adopt(ctx context.Context, why string) *violation {
 	// A disk lost while a segment, tail object or the watermark is damaged
 	// at rest has lost what only its copy held: the run cannot recover,
 	// and ends (see loop).
-	if r.damageOutstanding(true) || r.watermarkUnreadable(ctx) || r.lostWithUnshippedDamage(ctx) || r.lostWithOnlyAWatermark(ctx) {
+	if r.damageOutstanding(true) || r.watermarkUnreadable(ctx) || r.lostWithUnshippedDamage(ctx) || r.lostWithOnlyAWatermark(ctx) ||
+		r.lostWithDamagedSegment(ctx) {
 		r.unrecoverable = true
 		r.logf("  (data damaged at rest and the disk gone: unrecoverable)")
 	}

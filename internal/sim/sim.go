@@ -17,7 +17,9 @@
 // Run it with `go test ./internal/sim` (200 seeds, which must be clean),
 // `make sim SEEDS=N [START=S] [SIMFLAGS=...]`, or the flags -sim.seeds,
 // -sim.start, -sim.seed=S (replay one seed), -sim.v (print schedules),
-// -sim.steps, -sim.keepgoing, -sim.known=1,4 (suppress the generator
+// -sim.steps, -sim.keepgoing, -sim.parallel=N (N seeds at once, each on
+// its own world: the output and every seed's schedule are the same as
+// with 1), -sim.known=1,4 (suppress the generator
 // features and checks tied to those findings of issue 12; 15 is the
 // damaged tail upload the simulation found) and -sim.classify (for each
 // failing seed, which single suppression makes it pass).

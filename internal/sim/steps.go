@@ -426,8 +426,13 @@ func (r *run) reopen(ctx context.Context, why string) (*violation, error) {
 		var injected *faultbucket.Error
 		repairOnly := errors.As(err, &injected) && requestFailed(injected.Kind) ||
 			r.w.fb.Total() > faults && errClass(err) == "err=corrupt_object" && !r.damagedAtRest(err.Error())
+		var adopted func(string) bool
+		if repairOnly {
+			adopted = r.adoptedMark(ctx)
+		}
 		for _, c := range strings.Fields(changed) {
-			repairOnly = repairOnly && strings.HasPrefix(c, "~") && localseg.IsSegmentFile(path.Base(strings.TrimPrefix(c, "~")))
+			repairOnly = repairOnly && (strings.HasPrefix(c, "~") && localseg.IsSegmentFile(path.Base(strings.TrimPrefix(c, "~"))) ||
+				adopted != nil && adopted(c))
 		}
 		if changed != "" && !r.w.inj.takeFired() && !r.known[1] && !repairOnly {
 			return fail("refused-open-changed-disk", "Open refused (%v) and changed the shard directory: %s", err, changed), err
