@@ -19,6 +19,10 @@ const hubPagesPerPublish = 16
 const (
 	DefaultMinGap    = 2 * time.Millisecond
 	DefaultGapPerSub = 100 * time.Microsecond
+	// DefaultMaxGap caps the per-subscriber part: with many subscribers
+	// delivery latency stays bounded (10,000 subscribers would otherwise
+	// wait a second per publication) at the cost of delivery CPU.
+	DefaultMaxGap = 50 * time.Millisecond
 )
 
 // ErrOverflow ends a subscription whose buffer filled: the subscriber did
@@ -48,7 +52,7 @@ type Item struct {
 // execution gets its records copied into its own bounded buffer. A
 // subscriber catches up on history by reading the store itself and joins
 // once it has reached the hub's position. Safe for concurrent use; set
-// MinGap and GapPerSub before the first Join.
+// MinGap, GapPerSub and MaxGap before the first Join.
 type Hub struct {
 	src      Source
 	scan     func(after uint64, limit int) ([]localseg.Record, bool, error)
@@ -58,6 +62,7 @@ type Hub struct {
 
 	MinGap    time.Duration // at least this between two publications
 	GapPerSub time.Duration // and at least this per subscriber
+	MaxGap    time.Duration // but the per-subscriber part at most this (0: no cap)
 
 	mu      sync.Mutex
 	subs    map[*Sub]struct{}
@@ -80,8 +85,18 @@ type Hub struct {
 // maxBytes bytes of frames untaken (one record always fits).
 func NewHub(src Source, scan func(after uint64, limit int) ([]localseg.Record, bool, error), encode func(localseg.Record) []byte, maxItems, maxBytes int) *Hub {
 	return &Hub{src: src, scan: scan, encode: encode, maxItems: max(maxItems, 1), maxBytes: maxBytes,
-		MinGap: DefaultMinGap, GapPerSub: DefaultGapPerSub,
+		MinGap: DefaultMinGap, GapPerSub: DefaultGapPerSub, MaxGap: DefaultMaxGap,
 		subs: map[*Sub]struct{}{}, kick: make(chan struct{}, 1)}
+}
+
+// gap is the wait between two publications with n subscribers: MinGap,
+// or GapPerSub per subscriber (capped at MaxGap) when longer.
+func (h *Hub) gap(n int) time.Duration {
+	per := h.GapPerSub * time.Duration(n)
+	if h.MaxGap > 0 {
+		per = min(per, h.MaxGap)
+	}
+	return max(h.MinGap, per)
 }
 
 // Sub is one subscription. Its records arrive in order, each once.
@@ -165,7 +180,7 @@ func (h *Hub) loop() {
 		}
 		// Coalesce: wait out the gap since the last publication, then
 		// publish everything committed by then at once.
-		if d := max(h.MinGap, h.GapPerSub*time.Duration(n)) - time.Since(published); d > 0 {
+		if d := h.gap(n) - time.Since(published); d > 0 {
 			if gap == nil {
 				gap = time.NewTimer(d)
 			} else {
