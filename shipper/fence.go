@@ -19,6 +19,7 @@ import (
 	"github.com/bucketlog/bucketlog/bucketview"
 	"github.com/bucketlog/bucketlog/fencing"
 	"github.com/bucketlog/bucketlog/frame"
+	"github.com/bucketlog/bucketlog/localseg"
 )
 
 // ErrFenced is the class of a fenced writer's refusals (fencing.ErrFenced).
@@ -94,6 +95,10 @@ func (s *Shipper) certifyShipped(ctx context.Context) error {
 }
 
 // markFenced puts the shipper in the fenced state (once) and returns why.
+// Its log line names the records acknowledged locally beyond the shipped
+// end (bucketlog_fenced_unpublished_records): their sequence range and the
+// first and last execution ids, the operator's lead for quarantine
+// reappend.
 func (s *Shipper) markFenced(claimant uint64, detail string) error {
 	var shipped uint64
 	if s.repl != nil { // nil while New reconciles
@@ -101,11 +106,13 @@ func (s *Shipper) markFenced(claimant uint64, detail string) error {
 	}
 	tip := s.store.Tip()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if fe := (*fencing.FencedError)(nil); errors.As(s.stopErr, &fe) {
+		s.mu.Unlock()
 		return s.stopErr
 	}
 	s.stopErr = &fencing.FencedError{Shard: s.shard, Epoch: s.o.Epoch, Claimant: claimant, Detail: detail}
+	err := s.stopErr
+	s.mu.Unlock()
 	s.m.Fenced.Set(1)
 	unpublished := uint64(0)
 	if tip > shipped {
@@ -115,9 +122,35 @@ func (s *Shipper) markFenced(claimant uint64, detail string) error {
 	args := []any{"epoch", s.o.Epoch, "claimant_epoch", claimant, "detail", detail, "shipped_through", shipped}
 	if unpublished > 0 {
 		args = append(args, "unpublished_first_seq", shipped+1, "unpublished_last_seq", tip)
+		args = append(args, s.executionIDs(shipped+1, tip)...)
 	}
 	s.log.Error("fenced: a newer owner claimed the shard; every write is refused, shipping, GC and cursor shipping stopped, the directory is kept", args...)
-	return s.stopErr
+	return err
+}
+
+// recordReader is the part of the local store that reads one event
+// (localseg.Store.Get); a store without it logs no execution ids.
+type recordReader interface {
+	Get(seq uint64) (localseg.Record, error)
+}
+
+// executionIDs are the log attributes naming the execution ids of the
+// events first and last (none when the store cannot read them).
+func (s *Shipper) executionIDs(first, last uint64) []any {
+	rr, ok := s.store.(recordReader)
+	if !ok {
+		return nil
+	}
+	var out []any
+	for _, at := range []struct {
+		key string
+		seq uint64
+	}{{"unpublished_first_execution_id", first}, {"unpublished_last_execution_id", last}} {
+		if r, err := rr.Get(at.seq); err == nil {
+			out = append(out, at.key, r.ExecutionID)
+		}
+	}
+	return out
 }
 
 // Fenced is the fenced state's error (nil while this writer owns the shard).

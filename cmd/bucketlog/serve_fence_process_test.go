@@ -68,7 +68,7 @@ func TestServeProcessFencedByATakeover(t *testing.T) {
 	deadline := time.Now().Add(hangGuard)
 	for i := 4; ; i++ {
 		var out map[string]any
-		code := do(t, "POST", a.base+"/v1/events", eventJSON("1", fmt.Sprint("z", i), fmt.Sprint("zombie", i)), &out)
+		code := do(t, "POST", a.base+"/v1/events", eventJSON(fmt.Sprint("z", i), fmt.Sprint("z", i), fmt.Sprint("zombie", i)), &out)
 		if code == http.StatusConflict {
 			if out["class"] != "fenced" {
 				t.Fatalf("A's refusal: %v, want class fenced", out)
@@ -100,7 +100,10 @@ func TestServeProcessFencedByATakeover(t *testing.T) {
 		t.Fatalf("A's /healthz once fenced: %d (liveness must not restart it)", code)
 	}
 	if accepted > 0 {
-		want := fmt.Sprintf("unpublished_first_seq=4 unpublished_last_seq=%d", 3+accepted)
+		// The records A acknowledged locally after the cut: the sequence
+		// range and the first and last execution ids (the operator's lead
+		// for quarantine reappend).
+		want := fmt.Sprintf("unpublished_first_seq=4 unpublished_last_seq=%d unpublished_first_execution_id=z4 unpublished_last_execution_id=z%d", 3+accepted, 3+accepted)
 		if !strings.Contains(a.stderr.String(), want) {
 			t.Fatalf("A's fenced line does not name its unpublished records (%s); stderr:\n%s", want, a.stderr)
 		}
