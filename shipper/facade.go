@@ -45,6 +45,9 @@ func (s *Shipper) Appended(ctx context.Context, seq uint64, wait bool) error {
 		return nil
 	}
 	s.NoteAppended()
+	if s.fencingOn() && s.Fenced() != nil {
+		s.lateAppend(seq)
+	}
 	if wait {
 		return s.WaitShipped(ctx, seq)
 	}

@@ -121,8 +121,7 @@ func (s *Shipper) markFenced(claimant uint64, detail string) error {
 	s.m.FencedUnpublished.Set(float64(unpublished))
 	args := []any{"epoch", s.o.Epoch, "claimant_epoch", claimant, "detail", detail, "shipped_through", shipped}
 	if unpublished > 0 {
-		args = append(args, "unpublished_first_seq", shipped+1, "unpublished_last_seq", tip)
-		args = append(args, s.executionIDs(shipped+1, tip)...)
+		args = append(args, s.unpublishedAttrs(shipped, tip)...)
 	}
 	s.log.Error("fenced: a newer owner claimed the shard; every write is refused, shipping, GC and cursor shipping stopped, the directory is kept", args...)
 	return err
@@ -134,23 +133,41 @@ type recordReader interface {
 	Get(seq uint64) (localseg.Record, error)
 }
 
-// executionIDs are the log attributes naming the execution ids of the
-// events first and last (none when the store cannot read them).
-func (s *Shipper) executionIDs(first, last uint64) []any {
+// unpublishedAttrs name the records after shipped through tip: their
+// sequence range and first and last execution ids.
+func (s *Shipper) unpublishedAttrs(shipped, tip uint64) []any {
+	args := []any{"unpublished_first_seq", shipped + 1}
+	args = append(args, s.executionID("unpublished_first_execution_id", shipped+1)...)
+	args = append(args, "unpublished_last_seq", tip)
+	return append(args, s.executionID("unpublished_last_execution_id", tip)...)
+}
+
+// executionID is the log attribute key=the execution id of the event seq
+// (none when the store cannot read it).
+func (s *Shipper) executionID(key string, seq uint64) []any {
 	rr, ok := s.store.(recordReader)
 	if !ok {
 		return nil
 	}
-	var out []any
-	for _, at := range []struct {
-		key string
-		seq uint64
-	}{{"unpublished_first_execution_id", first}, {"unpublished_last_execution_id", last}} {
-		if r, err := rr.Get(at.seq); err == nil {
-			out = append(out, at.key, r.ExecutionID)
-		}
+	r, err := rr.Get(seq)
+	if err != nil {
+		return nil
 	}
-	return out
+	return []any{key, r.ExecutionID}
+}
+
+// lateAppend notes an append written through seq after the writer was
+// fenced (it passed the refusal check while the fence was being found): one
+// more record the directory holds beyond the shipped end, counted and
+// logged like those markFenced named.
+func (s *Shipper) lateAppend(seq uint64) {
+	shipped, tip := s.repl.ShippedThrough(), s.store.Tip()
+	if seq <= shipped || tip <= shipped {
+		return
+	}
+	s.m.FencedUnpublished.Set(float64(tip - shipped))
+	args := append([]any{"epoch", s.o.Epoch, "sequence", seq}, s.unpublishedAttrs(shipped, tip)...)
+	s.log.Warn("fenced: an append in flight when the fence was found was written locally; it stays in the directory (quarantine)", args...)
 }
 
 // Fenced is the fenced state's error (nil while this writer owns the shard).

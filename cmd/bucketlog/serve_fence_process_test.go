@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -20,9 +21,71 @@ import (
 // locally after the cut. A restore from the bucket holds exactly A's
 // events up to the cut and B's after it.
 func TestServeProcessFencedByATakeover(t *testing.T) {
-	_, url := s3Emulator(t)
+	url, _, a, b, accepted := fencedServePair(t)
+	var st statusOutput
+	do(t, "GET", a.base+"/v1/status", "", &st)
+	if sh := st.Shards[0]; !sh.Fenced || sh.Ready || sh.Epoch != 1 {
+		t.Fatalf("A's status once fenced: %+v", sh)
+	}
+	if code := do(t, "GET", a.base+"/readyz", "", nil); code != http.StatusServiceUnavailable {
+		t.Fatalf("A's /readyz once fenced: %d", code)
+	}
+	if code := do(t, "GET", a.base+"/healthz", "", nil); code != http.StatusOK {
+		t.Fatalf("A's /healthz once fenced: %d (liveness must not restart it)", code)
+	}
+	if accepted > 0 {
+		// The records A acknowledged locally after the cut: the sequence
+		// range and the first and last execution ids (the operator's lead
+		// for quarantine reappend).
+		// (An append in flight when the fence was found may be written
+		// after that line: a later WARN names the new last.)
+		logs := a.stderr.String()
+		for _, want := range []string{"unpublished_first_seq=4 ", "unpublished_first_execution_id=z4 ",
+			fmt.Sprintf("unpublished_last_seq=%d unpublished_last_execution_id=z%d", 3+accepted, 3+accepted)} {
+			if !strings.Contains(logs, want) {
+				t.Fatalf("A's fenced lines do not name its unpublished records (%s); stderr:\n%s", want, logs)
+			}
+		}
+	}
+	// B is unaffected and still acknowledges.
+	if code := do(t, "POST", b.base+"/v1/events", eventJSON("1", "b7", "b7"), nil); code != http.StatusCreated {
+		t.Fatalf("B's append after A resumed: %d", code)
+	}
+	if code := do(t, "GET", b.base+"/readyz", "", nil); code != http.StatusOK {
+		t.Fatalf("B's /readyz: %d", code)
+	}
+	if got, want := bucketHistory(t, url), "1=a1 2=a2 3=a3 4=b4 5=b5 6=b6 7=b7"; got != want {
+		t.Fatalf("the bucket's history: %s, want %s", got, want)
+	}
+	if code := b.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("B's SIGTERM exited %d; stderr:\n%s", code, b.stderr)
+	}
+}
+
+// bucketHistory restores the bucket into a scratch directory and returns
+// its events as "seq=payload ...".
+func bucketHistory(t *testing.T, url string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "restored")
+	ok(t, nil, "restore", "--bucket", url, "--dir", dir)
+	var got []string
+	for _, rec := range ok(t, nil, "scan", "--dir", dir).records(t) {
+		got = append(got, fmt.Sprint(rec["global_sequence"], "=", rec["payload"]))
+	}
+	return strings.Join(got, " ")
+}
+
+// fencedServePair runs the takeover of TestServeProcessFencedByATakeover up
+// to A's first 409: A (async, on dirA) shipped a1..a3, was paused while B
+// (sync) took over and acknowledged b4..b6, and after its resume
+// acknowledged accepted events (execution and transaction ids z4.., payloads
+// zombie4..) locally before it was fenced.
+func fencedServePair(t *testing.T) (url, dirA string, a, b *server, accepted int) {
+	t.Helper()
+	_, url = s3Emulator(t)
 	const tick = 200 * time.Millisecond
-	a := startServer(t, "--dir", t.TempDir(), "--bucket", url, "--tail-interval", tick.String())
+	dirA = t.TempDir()
+	a = startServer(t, "--dir", dirA, "--bucket", url, "--tail-interval", tick.String())
 	for i := 1; i <= 3; i++ {
 		if code := do(t, "POST", a.base+"/v1/events", eventJSON("1", fmt.Sprint("a", i), fmt.Sprint("a", i)), nil); code != http.StatusCreated {
 			t.Fatalf("A's append %d: %d", i, code)
@@ -43,7 +106,7 @@ func TestServeProcessFencedByATakeover(t *testing.T) {
 		}
 	})
 
-	b := startServer(t, "--dir", t.TempDir(), "--bucket", url, "--tail-interval", tick.String(), "--sync-to-bucket")
+	b = startServer(t, "--dir", t.TempDir(), "--bucket", url, "--tail-interval", tick.String(), "--sync-to-bucket")
 	var st statusOutput
 	do(t, "GET", b.base+"/v1/status", "", &st)
 	if sh := st.Shards[0]; sh.Epoch != 2 || sh.Tip != 3 || sh.Fenced {
@@ -63,7 +126,6 @@ func TestServeProcessFencedByATakeover(t *testing.T) {
 	resumedAt := time.Now()
 	// A has not learnt yet: it may still acknowledge locally (asynchronous
 	// mode) until its tick ships and HEADs the claim above its epoch.
-	accepted := 0
 	var fencedAt time.Duration
 	deadline := time.Now().Add(hangGuard)
 	for i := 4; ; i++ {
@@ -89,47 +151,53 @@ func TestServeProcessFencedByATakeover(t *testing.T) {
 	if accepted == 0 && !strings.Contains(a.stderr.String(), "fenced") {
 		t.Fatalf("A refused without a fenced log line; stderr:\n%s", a.stderr)
 	}
-	do(t, "GET", a.base+"/v1/status", "", &st)
-	if sh := st.Shards[0]; !sh.Fenced || sh.Ready || sh.Epoch != 1 {
-		t.Fatalf("A's status once fenced: %+v", sh)
-	}
-	if code := do(t, "GET", a.base+"/readyz", "", nil); code != http.StatusServiceUnavailable {
-		t.Fatalf("A's /readyz once fenced: %d", code)
-	}
-	if code := do(t, "GET", a.base+"/healthz", "", nil); code != http.StatusOK {
-		t.Fatalf("A's /healthz once fenced: %d (liveness must not restart it)", code)
-	}
-	if accepted > 0 {
-		// The records A acknowledged locally after the cut: the sequence
-		// range and the first and last execution ids (the operator's lead
-		// for quarantine reappend).
-		want := fmt.Sprintf("unpublished_first_seq=4 unpublished_last_seq=%d unpublished_first_execution_id=z4 unpublished_last_execution_id=z%d", 3+accepted, 3+accepted)
-		if !strings.Contains(a.stderr.String(), want) {
-			t.Fatalf("A's fenced line does not name its unpublished records (%s); stderr:\n%s", want, a.stderr)
-		}
-	}
-	// B is unaffected and still acknowledges.
-	if code := do(t, "POST", b.base+"/v1/events", eventJSON("1", "b7", "b7"), nil); code != http.StatusCreated {
-		t.Fatalf("B's append after A resumed: %d", code)
-	}
-	if code := do(t, "GET", b.base+"/readyz", "", nil); code != http.StatusOK {
-		t.Fatalf("B's /readyz: %d", code)
-	}
+	return url, dirA, a, b, accepted
+}
 
-	dir := filepath.Join(t.TempDir(), "restored")
-	r := ok(t, nil, "restore", "--bucket", url, "--dir", dir)
-	if r.num(t, "last_sequence") != 7 {
-		t.Fatalf("restore:\n%s", r)
+// TestQuarantineReappendThroughTheOwner: the events the fenced A
+// acknowledged locally after the cut are re-appended through B, the
+// current owner, from A's moved-aside directory: a dry run lists them and
+// appends nothing; the run appends each once with its transaction id; a
+// second run finds them all duplicates. The events up to the cut are never
+// re-appended.
+func TestQuarantineReappendThroughTheOwner(t *testing.T) {
+	url, dirA, a, b, accepted := fencedServePair(t)
+	if accepted == 0 {
+		t.Skip("A was fenced before it acknowledged anything locally: nothing to re-append")
 	}
-	recs := ok(t, nil, "scan", "--dir", dir).records(t)
-	var got []string
-	for _, rec := range recs {
-		got = append(got, fmt.Sprint(rec["global_sequence"], "=", rec["payload"]))
+	if code := a.stop(syscall.SIGTERM); code != 8 {
+		t.Fatalf("the fenced A's SIGTERM exited %d, want 8; stderr:\n%s", code, a.stderr)
 	}
-	if want := "1=a1 2=a2 3=a3 4=b4 5=b5 6=b6 7=b7"; strings.Join(got, " ") != want {
-		t.Fatalf("the bucket's history: %v, want %s", got, want)
+	// What A's next start does first: move the stale owner's disk aside.
+	shard := filepath.Join(dirA, "shard-0000")
+	if err := os.Rename(shard, shard+".fenced-1"); err != nil {
+		t.Fatal(err)
 	}
-	if code := b.stop(syscall.SIGTERM); code != 0 {
-		t.Fatalf("B's SIGTERM exited %d; stderr:\n%s", code, b.stderr)
+	args := []string{"quarantine", "reappend", "--dir", dirA, "--shard", "0", "--epoch", "1", "--bucket", url}
+	r := ok(t, nil, append(args, "--dry-run")...)
+	if r.num(t, "cut") != 3 || r.num(t, "candidates") != int64(accepted) || r.num(t, "appended") != 0 || !strings.Contains(r.stdout, `"transaction_id":"z4"`) {
+		t.Fatalf("dry run:\n%s", r)
 	}
+	want := "1=a1 2=a2 3=a3 4=b4 5=b5 6=b6"
+	if got := bucketHistory(t, url); got != want {
+		t.Fatalf("a dry run changed the log: %s", got)
+	}
+	r = ok(t, nil, append(args, "--to", b.base)...)
+	if r.num(t, "appended") != int64(accepted) || r.num(t, "duplicates") != 0 {
+		t.Fatalf("reappend:\n%s", r)
+	}
+	for i := 4; i < 4+accepted; i++ {
+		want += fmt.Sprintf(" %d=zombie%d", i+3, i)
+	}
+	if got := bucketHistory(t, url); got != want {
+		t.Fatalf("after the reappend the log holds %s, want %s", got, want)
+	}
+	r = ok(t, nil, append(args, "--to", b.base)...)
+	if r.num(t, "appended") != 0 || r.num(t, "duplicates") != int64(accepted) {
+		t.Fatalf("a second reappend:\n%s", r)
+	}
+	if got := bucketHistory(t, url); got != want {
+		t.Fatalf("after a second reappend the log holds %s, want %s", got, want)
+	}
+	runCLI(t, nil, append(args, "--epoch", "2", "--to", b.base)...).want(t, 3, "invalid_state")
 }
