@@ -171,20 +171,6 @@ func New(ctx context.Context, store Store, b blobtier.Bucket, o Options) (*Shipp
 	return s, nil
 }
 
-// transientStartup reports whether a start-up check failure may pass on
-// retry (the bucket unreachable or failing), as opposed to a verdict about
-// the data (stale, diverged, corrupt, a second writer, bad configuration).
-func transientStartup(err error) bool {
-	for _, permanent := range []error{ErrStaleDisk, ErrDiverged, ErrUsage, ErrSecondWriter,
-		localseg.ErrCorrupt, localseg.ErrPoisoned, localseg.ErrInvalidState,
-		blobtier.ErrCorrupt, blobtier.ErrConflict, blobtier.ErrUnsupported} {
-		if errors.Is(err, permanent) {
-			return false
-		}
-	}
-	return true
-}
-
 // Store is what the shipper needs from the shard's local store.
 // *localseg.Store implements it.
 type Store interface {
