@@ -110,6 +110,7 @@ type Options struct {
 	// a disk whose owner epoch was superseded (moving it aside), instead of
 	// refusing it.
 	Takeover bool
+	DisableFenceFreshAck bool // no fresh fence check before an async append (docs/FORMAT.md §6.9)
 
 	// FS replaces the operating system's filesystem (tests).
 	FS FS

@@ -51,6 +51,7 @@ type Options struct {
 	Logger                 *slog.Logger
 	RequireFencing         bool
 	Takeover               bool
+	DisableFenceFreshAck   bool
 	FS                     localseg.FS
 	Now                    func() time.Time
 }

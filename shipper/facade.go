@@ -34,6 +34,9 @@ func OptionsFor(o logopts.Options, seals SealSignal, log *slog.Logger, m *metric
 		RefuseWhenUnshipped: o.RefuseWhenUnshipped,
 		Fencing:             fencing,
 		Epoch:               epoch,
+		// The fresh check needs a tick to be older than, and synchronous
+		// appends wait for a HEAD anyway.
+		FenceFreshAck: fencing && !o.NoBackground && !o.SyncToBucket && !o.DisableFenceFreshAck,
 	}
 }
 

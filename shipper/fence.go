@@ -40,9 +40,11 @@ func (s *Shipper) checkFence(ctx context.Context) error {
 		return nil
 	}
 	next := s.o.Epoch + 1
+	sent := s.o.Now()
 	_, err := s.b.Stat(ctx, blobtier.ClaimKey(s.shard, next))
 	switch {
 	case errors.Is(err, blobtier.ErrNotFound):
+		s.noteGoodCheck(sent)
 		return nil
 	case err == nil || errors.Is(err, blobtier.ErrCorrupt):
 		return s.markFenced(next, "claim "+blobtier.ClaimKey(s.shard, next)+" exists")

@@ -118,6 +118,8 @@ type Shipper struct {
 	// rebuild yet (cursorhold.go); holdMu serialises its release.
 	hold   *cursorHold
 	holdMu sync.Mutex
+
+	fresh freshState // the fresh check of asynchronous appends (fence_fresh.go)
 }
 
 // New checks the bucket against the local store (reconcile) and returns a
@@ -222,6 +224,11 @@ type Options struct {
 	// ownership epoch, written on every object (0: unfenced).
 	Fencing bool
 	Epoch   uint64
+	// FenceFreshAck turns on the fresh check of asynchronous appends
+	// (FreshAck, fence_fresh.go); FreshAckWait bounds an append's wait for
+	// it (default DefaultFreshAckWait).
+	FenceFreshAck bool
+	FreshAckWait  time.Duration
 }
 
 // SealSignal is the store's seal hook: Sealed wakes the uploader without

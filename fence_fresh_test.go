@@ -1,0 +1,53 @@
+package bucketlog
+
+import (
+	"testing"
+	"time"
+)
+
+// TestFenceFreshAckRefusesAResumedStaleOwner: an asynchronous owner A idle
+// for longer than one tick while B took the shard over (a paused pod
+// resumed) checks the fence before it writes its next append: the HEAD
+// finds B's claim, and the append is refused as fenced with nothing
+// written. The RED control (DisableFenceFreshAck) acknowledges that
+// append locally, beyond B's cut.
+func TestFenceFreshAckRefusesAResumedStaleOwner(t *testing.T) {
+	for _, disable := range []bool{false, true} {
+		ctx := ctxT(t)
+		shared := casBucket(t)
+		const tick = 50 * time.Millisecond
+		oa := fenceOpts(t.TempDir(), newView(shared), false)
+		oa.NoBackground, oa.TailInterval, oa.DisableFenceFreshAck = false, tick, disable
+		a := mustOpen(t, oa)
+		for i := 1; i <= 3; i++ {
+			if _, err := a.Append(ctx, ev("x", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		deadline := time.Now().Add(time.Minute) // a hang guard only
+		for a.ShippedThrough() < 3 {
+			if time.Now().After(deadline) {
+				t.Fatal("A never shipped 1..3")
+			}
+			time.Sleep(tick / 5)
+		}
+		b := mustOpen(t, fenceOpts(t.TempDir(), newView(shared), false))
+		if b.ship.Epoch() != 2 {
+			t.Fatalf("B's epoch %d, want 2", b.ship.Epoch())
+		}
+		time.Sleep(3 * tick) // A's last good check is now older than one tick
+		_, err := a.Append(ctx, ev("x", 4))
+		if disable {
+			if err != nil || a.store.Tip() != 4 {
+				t.Fatalf("RED control: A's append without the fresh check: %v (tip %d), want acknowledged locally", err, a.store.Tip())
+			}
+		} else {
+			wantFenced(t, "A's append after the takeover", err)
+			if a.store.Tip() != 3 {
+				t.Fatalf("the refused append was written: tip %d", a.store.Tip())
+			}
+		}
+		a.Close()
+		b.Close()
+	}
+}
