@@ -15,13 +15,15 @@ import (
 // in-process gofakes3 bucket (writer fencing, docs/FORMAT.md §6.8). A owns
 // the shard and ships 1..3; A is stopped (SIGSTOP: a paused pod); B starts
 // on a fresh directory (a takeover: claim 2, hydrate, cut at 3) and
-// acknowledges 4..6 in sync mode; A resumes (SIGCONT). A's first tick
-// after the resume finds the claim: A answers appends 409 (class fenced),
-// /readyz 503 and /healthz 200, and logs the events it acknowledged
-// locally after the cut. A restore from the bucket holds exactly A's
+// acknowledges 4..6 in sync mode; A resumes (SIGCONT). A's first append
+// after the resume waits for the fresh check's HEAD (its last check is
+// older than one tick), which finds the claim: A answers 409 (class
+// fenced), /readyz 503 and /healthz 200, and logs the events it
+// acknowledged locally after the cut, if any (the fresh check's HEAD may
+// fail on a connection the pause broke; then A's tick finds the claim). A restore from the bucket holds exactly A's
 // events up to the cut and B's after it.
 func TestServeProcessFencedByATakeover(t *testing.T) {
-	url, _, a, b, accepted := fencedServePair(t)
+	url, _, a, b, accepted := fencedServePair(t, true)
 	var st statusOutput
 	do(t, "GET", a.base+"/v1/status", "", &st)
 	if sh := st.Shards[0]; !sh.Fenced || sh.Ready || sh.Epoch != 1 {
@@ -39,13 +41,17 @@ func TestServeProcessFencedByATakeover(t *testing.T) {
 		// for quarantine reappend).
 		// (An append in flight when the fence was found may be written
 		// after that line: a later WARN names the new last.)
-		logs := a.stderr.String()
-		for _, want := range []string{"unpublished_first_seq=4 ", "unpublished_first_execution_id=z4 ",
-			fmt.Sprintf("unpublished_last_seq=%d unpublished_last_execution_id=z%d", 3+accepted, 3+accepted)} {
-			if !strings.Contains(logs, want) {
-				t.Fatalf("A's fenced lines do not name its unpublished records (%s); stderr:\n%s", want, logs)
+		want := []string{"unpublished_first_seq=4 ", "unpublished_first_execution_id=z4 ",
+			fmt.Sprintf("unpublished_last_seq=%d unpublished_last_execution_id=z%d", 3+accepted, 3+accepted)}
+		waitFor(t, a, fmt.Sprintf("A's fenced lines naming its unpublished records %q", want), func() bool {
+			logs := a.stderr.String()
+			for _, w := range want {
+				if !strings.Contains(logs, w) {
+					return false
+				}
 			}
-		}
+			return true
+		})
 	}
 	// B is unaffected and still acknowledges.
 	if code := do(t, "POST", b.base+"/v1/events", eventJSON("1", "b7", "b7"), nil); code != http.StatusCreated {
@@ -80,12 +86,12 @@ func bucketHistory(t *testing.T, url string) string {
 // (sync) took over and acknowledged b4..b6, and after its resume
 // acknowledged accepted events (execution and transaction ids z4.., payloads
 // zombie4..) locally before it was fenced.
-func fencedServePair(t *testing.T) (url, dirA string, a, b *server, accepted int) {
+func fencedServePair(t *testing.T, freshAck bool) (url, dirA string, a, b *server, accepted int) {
 	t.Helper()
 	_, url = s3Emulator(t)
 	const tick = 200 * time.Millisecond
 	dirA = t.TempDir()
-	a = startServer(t, "--dir", dirA, "--bucket", url, "--tail-interval", tick.String())
+	a = startServer(t, "--dir", dirA, "--bucket", url, "--tail-interval", tick.String(), fmt.Sprint("--fence-fresh-ack=", freshAck))
 	for i := 1; i <= 3; i++ {
 		if code := do(t, "POST", a.base+"/v1/events", eventJSON("1", fmt.Sprint("a", i), fmt.Sprint("a", i)), nil); code != http.StatusCreated {
 			t.Fatalf("A's append %d: %d", i, code)
@@ -119,6 +125,9 @@ func fencedServePair(t *testing.T) (url, dirA string, a, b *server, accepted int
 		}
 	}
 
+	// The pause lasts at least one tick, so A's last fence check is older
+	// than one tick when it resumes (the fresh check's condition).
+	time.Sleep(tick)
 	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
@@ -148,9 +157,7 @@ func fencedServePair(t *testing.T) (url, dirA string, a, b *server, accepted int
 		time.Sleep(tick / 10)
 	}
 	t.Logf("A answered 409 %v after SIGCONT (tick %v), having acknowledged %d appends locally first", fencedAt, tick, accepted)
-	if accepted == 0 && !strings.Contains(a.stderr.String(), "fenced") {
-		t.Fatalf("A refused without a fenced log line; stderr:\n%s", a.stderr)
-	}
+	waitFor(t, a, "A's fenced log line", func() bool { return strings.Contains(a.stderr.String(), "level=ERROR msg=\"fenced: ") })
 	return url, dirA, a, b, accepted
 }
 
@@ -161,7 +168,8 @@ func fencedServePair(t *testing.T) (url, dirA string, a, b *server, accepted int
 // second run finds them all duplicates. The events up to the cut are never
 // re-appended.
 func TestQuarantineReappendThroughTheOwner(t *testing.T) {
-	url, dirA, a, b, accepted := fencedServePair(t)
+	// Without the fresh check A acknowledges locally until its tick.
+	url, dirA, a, b, accepted := fencedServePair(t, false)
 	if accepted == 0 {
 		t.Skip("A was fenced before it acknowledged anything locally: nothing to re-append")
 	}

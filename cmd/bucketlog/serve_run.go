@@ -151,6 +151,7 @@ func runServe(c *cli, args []string) int {
 	startup := f.Duration("startup-timeout", 0, fmt.Sprintf("how long opening retries a bucket that does not answer before it gives up (default %v)", bucketlog.DefaultStartupTimeout))
 	shipTimeout := f.Duration("shutdown-ship-timeout", 0, "on SIGTERM, the bound on the last tail shipment (default 10s)")
 	maxUnshipped, refuseUnshipped := addUnshippedFlags(f)
+	fence := addFencingFlags(f, false)
 	if stop, code := c.parse(f, args); stop {
 		return code
 	}
@@ -163,6 +164,7 @@ func runServe(c *cli, args []string) int {
 		return c.fail(err)
 	}
 	txnWindow.apply(f, &opts)
+	fence.apply(&opts)
 	if err := maxCons.apply(f, &opts); err != nil {
 		return c.fail(err)
 	}
