@@ -1,8 +1,11 @@
 package bucketlog
 
 import (
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/bucketlog/bucketlog/blobtier"
 )
 
 // TestFenceFreshAckRefusesAResumedStaleOwner: an asynchronous owner A idle
@@ -50,4 +53,44 @@ func TestFenceFreshAckRefusesAResumedStaleOwner(t *testing.T) {
 		a.Close()
 		b.Close()
 	}
+}
+
+// TestFenceFreshAckRequestBudget: the fresh check costs one HEAD for the
+// first asynchronous append after more than one tick without a good fence
+// check, and nothing while the last check is fresh (an active shard, whose
+// ticks HEAD) or while the shard is idle.
+func TestFenceFreshAckRequestBudget(t *testing.T) {
+	ctx := ctxT(t)
+	var mu sync.Mutex
+	now := time.Unix(1_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	v := newView(casBucket(t))
+	o := fenceOpts(t.TempDir(), v, false)
+	o.NoBackground, o.Now = false, clock // the tick (an hour) never fires here
+	a := mustOpen(t, o)
+	defer a.Close()
+	if _, err := a.Append(ctx, ev("x", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Ship(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	v.resetCounts()
+	if _, err := a.Append(ctx, ev("x", 2)); err != nil {
+		t.Fatal(err)
+	}
+	if n := v.total(); n != 0 {
+		t.Fatalf("an append within a tick of the last check made %d requests", n)
+	}
+	advance(2 * time.Hour)
+	for i := 3; i <= 5; i++ {
+		if _, err := a.Append(ctx, ev("x", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if heads, n := v.count(blobtier.OpStat, "ep"), v.total(); heads != 1 || n != 1 {
+		t.Fatalf("three appends after a stale check: %d HEADs of the claim, %d requests; want 1 and 1", heads, n)
+	}
+	t.Logf("fresh check: 0 requests within a tick of the last check, 1 HEAD for the first append after a stale one")
 }
