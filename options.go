@@ -109,7 +109,7 @@ type Options struct {
 	// Takeover lets a one-shot open (NoBackground) take the shard over from
 	// a disk whose owner epoch was superseded (moving it aside), instead of
 	// refusing it.
-	Takeover bool
+	Takeover             bool
 	DisableFenceFreshAck bool // no fresh fence check before an async append (docs/FORMAT.md §6.9)
 
 	// FS replaces the operating system's filesystem (tests).
