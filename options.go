@@ -109,8 +109,9 @@ type Options struct {
 	// Takeover lets a one-shot open (NoBackground) take the shard over from
 	// a disk whose owner epoch was superseded (moving it aside), instead of
 	// refusing it.
-	Takeover             bool
-	DisableFenceFreshAck bool // no fresh fence check before an async append (docs/FORMAT.md §6.9)
+	Takeover bool
+	// DisableFenceFreshAck: no fresh fence check before an async append (docs/FORMAT.md §6.9).
+	DisableFenceFreshAck bool
 
 	// FS replaces the operating system's filesystem (tests).
 	FS FS
