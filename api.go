@@ -35,7 +35,7 @@ func (l *Log) appendOne(ctx context.Context, ev Event) (AppendResult, error) {
 	if err := l.writable(); err != nil {
 		return AppendResult{}, err
 	}
-	if err := l.ship.Refusing(); err != nil {
+	if err := l.ship.AppendGate(ctx); err != nil {
 		return AppendResult{}, err
 	}
 	if err := l.own.Route(ev); err != nil {
@@ -85,7 +85,7 @@ func (l *Log) appendBatch(ctx context.Context, evs []Event) (BatchResult, error)
 	if len(evs) == 0 {
 		return BatchResult{}, fmt.Errorf("%w: empty batch", localseg.ErrInvalidInput)
 	}
-	if err := l.ship.Refusing(); err != nil {
+	if err := l.ship.AppendGate(ctx); err != nil {
 		return BatchResult{}, err
 	}
 	for i, ev := range evs {

@@ -114,6 +114,8 @@ type Options struct {
 	// a disk whose owner epoch was superseded (moving it aside), instead of
 	// refusing it.
 	Takeover bool
+	// DisableFenceFreshAck: no fresh fence check before an async append (docs/FORMAT.md §6.9).
+	DisableFenceFreshAck bool
 
 	// FS replaces the operating system's filesystem (tests).
 	FS FS

@@ -52,6 +52,7 @@ type Options struct {
 	Logger                 *slog.Logger
 	RequireFencing         bool
 	Takeover               bool
+	DisableFenceFreshAck   bool
 	FS                     localseg.FS
 	Now                    func() time.Time
 	LocalRetentionBytes    int64

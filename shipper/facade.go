@@ -36,6 +36,9 @@ func OptionsFor(o logopts.Options, seals SealSignal, log *slog.Logger, m *metric
 		Fencing:             fencing,
 		Epoch:               epoch,
 		LocalRetentionBytes: o.LocalRetentionBytes,
+		// The fresh check needs a tick to be older than, and synchronous
+		// appends wait for a HEAD anyway.
+		FenceFreshAck: fencing && !o.NoBackground && !o.SyncToBucket && !o.DisableFenceFreshAck,
 	}
 }
 
@@ -47,6 +50,9 @@ func (s *Shipper) Appended(ctx context.Context, seq uint64, wait bool) error {
 		return nil
 	}
 	s.NoteAppended()
+	if s.fencingOn() && s.Fenced() != nil {
+		s.lateAppend(seq)
+	}
 	if wait {
 		return s.WaitShipped(ctx, seq)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/bucketlog/bucketlog/bucketview"
 	"github.com/bucketlog/bucketlog/fencing"
 	"github.com/bucketlog/bucketlog/frame"
+	"github.com/bucketlog/bucketlog/localseg"
 )
 
 // ErrFenced is the class of a fenced writer's refusals (fencing.ErrFenced).
@@ -39,9 +40,11 @@ func (s *Shipper) checkFence(ctx context.Context) error {
 		return nil
 	}
 	next := s.o.Epoch + 1
+	sent := s.o.Now()
 	_, err := s.b.Stat(ctx, blobtier.ClaimKey(s.shard, next))
 	switch {
 	case errors.Is(err, blobtier.ErrNotFound):
+		s.noteGoodCheck(sent)
 		return nil
 	case err == nil || errors.Is(err, blobtier.ErrCorrupt):
 		return s.markFenced(next, "claim "+blobtier.ClaimKey(s.shard, next)+" exists")
@@ -94,6 +97,10 @@ func (s *Shipper) certifyShipped(ctx context.Context) error {
 }
 
 // markFenced puts the shipper in the fenced state (once) and returns why.
+// Its log line names the records acknowledged locally beyond the shipped
+// end (bucketlog_fenced_unpublished_records): their sequence range and the
+// first and last execution ids, the operator's lead for quarantine
+// reappend.
 func (s *Shipper) markFenced(claimant uint64, detail string) error {
 	var shipped uint64
 	if s.repl != nil { // nil while New reconciles
@@ -101,11 +108,13 @@ func (s *Shipper) markFenced(claimant uint64, detail string) error {
 	}
 	tip := s.store.Tip()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if fe := (*fencing.FencedError)(nil); errors.As(s.stopErr, &fe) {
+		s.mu.Unlock()
 		return s.stopErr
 	}
 	s.stopErr = &fencing.FencedError{Shard: s.shard, Epoch: s.o.Epoch, Claimant: claimant, Detail: detail}
+	err := s.stopErr
+	s.mu.Unlock()
 	s.m.Fenced.Set(1)
 	unpublished := uint64(0)
 	if tip > shipped {
@@ -114,10 +123,53 @@ func (s *Shipper) markFenced(claimant uint64, detail string) error {
 	s.m.FencedUnpublished.Set(float64(unpublished))
 	args := []any{"epoch", s.o.Epoch, "claimant_epoch", claimant, "detail", detail, "shipped_through", shipped}
 	if unpublished > 0 {
-		args = append(args, "unpublished_first_seq", shipped+1, "unpublished_last_seq", tip)
+		args = append(args, s.unpublishedAttrs(shipped, tip)...)
 	}
 	s.log.Error("fenced: a newer owner claimed the shard; every write is refused, shipping, GC and cursor shipping stopped, the directory is kept", args...)
-	return s.stopErr
+	return err
+}
+
+// recordReader is the part of the local store that reads one event
+// (localseg.Store.Get); a store without it logs no execution ids.
+type recordReader interface {
+	Get(seq uint64) (localseg.Record, error)
+}
+
+// unpublishedAttrs name the records after shipped through tip: their
+// sequence range and first and last execution ids.
+func (s *Shipper) unpublishedAttrs(shipped, tip uint64) []any {
+	args := []any{"unpublished_first_seq", shipped + 1}
+	args = append(args, s.executionID("unpublished_first_execution_id", shipped+1)...)
+	args = append(args, "unpublished_last_seq", tip)
+	return append(args, s.executionID("unpublished_last_execution_id", tip)...)
+}
+
+// executionID is the log attribute key=the execution id of the event seq
+// (none when the store cannot read it).
+func (s *Shipper) executionID(key string, seq uint64) []any {
+	rr, ok := s.store.(recordReader)
+	if !ok {
+		return nil
+	}
+	r, err := rr.Get(seq)
+	if err != nil {
+		return nil
+	}
+	return []any{key, r.ExecutionID}
+}
+
+// lateAppend notes an append written through seq after the writer was
+// fenced (it passed the refusal check while the fence was being found): one
+// more record the directory holds beyond the shipped end, counted and
+// logged like those markFenced named.
+func (s *Shipper) lateAppend(seq uint64) {
+	shipped, tip := s.repl.ShippedThrough(), s.store.Tip()
+	if seq <= shipped || tip <= shipped {
+		return
+	}
+	s.m.FencedUnpublished.Set(float64(tip - shipped))
+	args := append([]any{"epoch", s.o.Epoch, "sequence", seq}, s.unpublishedAttrs(shipped, tip)...)
+	s.log.Warn("fenced: an append in flight when the fence was found was written locally; it stays in the directory (quarantine)", args...)
 }
 
 // Fenced is the fenced state's error (nil while this writer owns the shard).

@@ -119,6 +119,8 @@ type Shipper struct {
 	// rebuild yet (cursorhold.go); holdMu serialises its release.
 	hold   *cursorHold
 	holdMu sync.Mutex
+
+	fresh freshState // the fresh check of asynchronous appends (fence_fresh.go)
 }
 
 // New checks the bucket against the local store (reconcile) and returns a
@@ -170,20 +172,6 @@ func New(ctx context.Context, store Store, b blobtier.Bucket, o Options) (*Shipp
 		return nil, err
 	}
 	return s, nil
-}
-
-// transientStartup reports whether a start-up check failure may pass on
-// retry (the bucket unreachable or failing), as opposed to a verdict about
-// the data (stale, diverged, corrupt, a second writer, bad configuration).
-func transientStartup(err error) bool {
-	for _, permanent := range []error{ErrStaleDisk, ErrDiverged, ErrUsage, ErrSecondWriter,
-		localseg.ErrCorrupt, localseg.ErrPoisoned, localseg.ErrInvalidState,
-		blobtier.ErrCorrupt, blobtier.ErrConflict, blobtier.ErrUnsupported} {
-		if errors.Is(err, permanent) {
-			return false
-		}
-	}
-	return true
 }
 
 // Store is what the shipper needs from the shard's local store.
@@ -241,6 +229,11 @@ type Options struct {
 	// disk: beyond it the oldest ones durable in the bucket are evicted
 	// (evict.go). 0 keeps everything.
 	LocalRetentionBytes int64
+	// FenceFreshAck turns on the fresh check of asynchronous appends
+	// (FreshAck, fence_fresh.go); FreshAckWait bounds an append's wait for
+	// it (default DefaultFreshAckWait).
+	FenceFreshAck bool
+	FreshAckWait  time.Duration
 }
 
 // SealSignal is the store's seal hook: Sealed wakes the uploader without

@@ -5,19 +5,23 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/bucketlog/bucketlog/coldload"
 )
 
 // RetryStartup runs fn until it succeeds, fails with an error transient
-// does not accept (nil: transientStartup, which refuses verdicts about the
-// data or the configuration), or timeout has passed (the last wait is cut
-// short so that the last try comes at the deadline: an operator's
-// --startup-timeout is retried for in full).
+// does not accept (nil: coldload.Transient, the one start-up classifier:
+// only a failed bucket request is retried; a verdict about the data, the
+// configuration or the ownership, fenced included, is returned at once),
+// or timeout has passed (the last wait is cut short so that the last try
+// comes at the deadline: an operator's --startup-timeout is retried for in
+// full).
 // It is the start-up policy of both the reconcile check (New) and the
 // hydration of an empty directory (the root's Open): backoff from 100 ms
 // doubling to 5 s, one WARN per retry, stopped by ctx.
 func RetryStartup(ctx context.Context, timeout time.Duration, log *slog.Logger, what string, fn func() error, transient func(error) bool) error {
 	if transient == nil {
-		transient = transientStartup
+		transient = coldload.Transient
 	}
 	deadline := time.Now().Add(timeout)
 	backoff := 100 * time.Millisecond

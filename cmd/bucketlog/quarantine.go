@@ -9,7 +9,7 @@ import (
 
 func init() {
 	register(command{name: "quarantine", group: groupLog, run: runQuarantine,
-		summary: "quarantine list|drop: the shard directories a fenced owner left moved aside (shard-NNNN.fenced-<epoch>)"})
+		summary: "quarantine list|reappend|drop: the shard directories a fenced owner left moved aside (shard-NNNN.fenced-<epoch>)"})
 }
 
 const quarantineAbout = `A writer whose ownership epoch was superseded (writer fencing) keeps the
@@ -18,12 +18,11 @@ its next start moves that directory aside as shard-NNNN.fenced-<epoch>.
 
   quarantine list  every moved-aside directory of the shard: its epoch, its
                    events (first..last sequence), its bytes (read-only)
-  quarantine drop  remove the one named by --epoch (nothing else)
-
-Re-appending a quarantined directory's events through the current owner
-(quarantine reappend) is not built yet: to read one, copy it to
-ROOT/shard-NNNN of a scratch root and run "bucketlog inspect" or
-"bucketlog scan" there.`
+  quarantine reappend  re-append, through the current owner (--to), the
+                   events of the one named by --epoch beyond the cut that
+                   ended its epoch, deduplicated by transaction id
+                   (--dry-run lists them; see quarantine reappend --help)
+  quarantine drop  remove the one named by --epoch (nothing else)`
 
 type quarantined struct {
 	Epoch    uint64 `json:"epoch"`
@@ -37,16 +36,19 @@ type quarantined struct {
 
 func runQuarantine(c *cli, args []string) int {
 	sub := ""
+	if len(args) > 0 && args[0] == "reappend" {
+		return runQuarantineReappend(c, args[1:])
+	}
 	if len(args) > 0 && (args[0] == "list" || args[0] == "drop") {
 		sub, args = args[0], args[1:]
 	}
-	s := newOneShard("quarantine", "list|drop [--dir PATH] [--shard N] [--epoch E]", quarantineAbout)
+	s := newOneShard("quarantine", "list|reappend|drop [--dir PATH] [--shard N] [--epoch E]", quarantineAbout)
 	epoch := s.f.Uint64("epoch", 0, "drop: the epoch of the moved-aside directory to remove")
 	if stop, code := c.parse(s.f, args); stop {
 		return code
 	}
 	if sub == "" {
-		return c.fail(usagef("quarantine needs list or drop"))
+		return c.fail(usagef("quarantine needs list, reappend or drop"))
 	}
 	_, opts, n, err := s.resolve(c)
 	if err == nil {

@@ -135,7 +135,9 @@ it stops accepting, finishes requests in flight (--shutdown-timeout), ships
 the tail one last time (--shutdown-ship-timeout) and exits 0 when the bucket
 holds every event; when it does not, it logs at ERROR how many events remain
 unshipped ("sequences A..B": durable on the local disk, they ship on the
-next start with the bucket) and exits 7 (not_in_bucket).`
+next start with the bucket) and exits 7 (not_in_bucket). A fenced shard (a
+newer owner claimed it) exits 8 (fenced), naming at ERROR the events that
+never shipped: its next start moves the directory aside (quarantine).`
 
 func runServe(c *cli, args []string) int {
 	f := newFlags("serve", "[--listen HOST:PORT] [--dir PATH] [--shard-index N --shard-count N] [--bucket URL] [flags]", serveAbout)
@@ -156,6 +158,7 @@ func runServe(c *cli, args []string) int {
 	shipTimeout := f.Duration("shutdown-ship-timeout", 0, "on SIGTERM, the bound on the last tail shipment (default 10s)")
 	maxUnshipped, refuseUnshipped := addUnshippedFlags(f)
 	warnEvery := addBucketWarnFlag(f)
+	fence := addFencingFlags(f, false)
 	if stop, code := c.parse(f, args); stop {
 		return code
 	}
@@ -168,6 +171,7 @@ func runServe(c *cli, args []string) int {
 		return c.fail(err)
 	}
 	txnWindow.apply(f, &opts)
+	fence.apply(&opts)
 	if err := maxCons.apply(f, &opts); err != nil {
 		return c.fail(err)
 	}
@@ -298,8 +302,13 @@ func runServe(c *cli, args []string) int {
 	shutdown()
 	// No request is in flight any more: the tip is final.
 	tip := l.Store().Tip()
+	fenced := l.Status().Fenced
 	closeErr := l.Close()
-	if cc := closeCode(logger, opts.BucketURL != "", tip, l.ShippedThrough(), closeErr); code == 0 {
+	if fenced {
+		if cc := fencedCloseCode(logger, own.Index, tip, l.ShippedThrough()); code == 0 {
+			code = cc
+		}
+	} else if cc := closeCode(logger, opts.BucketURL != "", tip, l.ShippedThrough(), closeErr); code == 0 {
 		code = cc
 	}
 	return code
@@ -325,4 +334,17 @@ func closeCode(logger *slog.Logger, bucket bool, tip, shipped uint64, err error)
 	}
 	logger.Info("stopped")
 	return 0
+}
+
+// fencedCloseCode reports the close of a fenced shard and returns 8
+// (fenced): nothing it holds beyond the shipped end ships any more; the
+// next start moves the directory aside (quarantine).
+func fencedCloseCode(logger *slog.Logger, shard int, tip, shipped uint64) int {
+	if shipped < tip {
+		logger.Error(fmt.Sprintf("stopped fenced with %d events not in the bucket, sequences %d..%d: they never ship; the next start moves the directory aside (quarantine list, then quarantine reappend --shard %d re-appends them through the current owner)", tip-shipped, shipped+1, tip, shard),
+			"unshipped", tip-shipped, "sequences", fmt.Sprintf("%d..%d", shipped+1, tip))
+	} else {
+		logger.Error("stopped fenced: a newer owner holds the shard")
+	}
+	return exitCode(bucketlog.ClassFenced)
 }
