@@ -1,0 +1,178 @@
+package bucketlog
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/bucketlog/bucketlog/blobtier"
+	"github.com/bucketlog/bucketlog/coldload"
+	"github.com/bucketlog/bucketlog/fencing"
+	"github.com/bucketlog/bucketlog/localseg"
+)
+
+// startRecordOf reads the start record of epoch e of shard 0.
+func startRecordOf(t *testing.T, b blobtier.Bucket, e uint64) fencing.StartRecord {
+	t.Helper()
+	data, _, err := b.Get(ctxT(t), blobtier.StartKey(0, e))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := fencing.DecodeStartRecord(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func activeID(t *testing.T, l *Log) uint64 {
+	t.Helper()
+	snap, err := l.store.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap.Segments[len(snap.Segments)-1].ID
+}
+
+func wantSegmentEpoch(t *testing.T, b blobtier.Bucket, id, epoch uint64) {
+	t.Helper()
+	info, err := b.Stat(ctxT(t), blobtier.SegmentKey(0, id))
+	if err != nil || info.Meta.Epoch != epoch {
+		t.Fatalf("segment %d in the bucket: %+v %v, want epoch %d", id, info.Meta, err, epoch)
+	}
+}
+
+// TestTakeoverSealLandsAtStartSegment (docs/FORMAT.md "Writer fencing",
+// step 9): after a takeover's cut the new owner's store continues at the
+// cut's start_segment, so its first seal is the object at start_segment;
+// a stale writer's seals (below the fence, and inside the cut's gap) never
+// take its keys and are skipped by a restore and by verify; the new owner
+// restarts across the gap, its durable walk steps over it (GC reclaims
+// through the jumped segment), and a restore keeps the ids.
+func TestTakeoverSealLandsAtStartSegment(t *testing.T) {
+	ctx := ctxT(t)
+	shared := casBucket(t)
+	a := mustOpen(t, fenceOpts(t.TempDir(), newView(shared), false))
+	defer a.Close()
+	r1 := startRecordOf(t, shared, 1)
+	if got := activeID(t, a); got != r1.StartSegment {
+		t.Fatalf("A's active segment %d, want its cut's start segment %d", got, r1.StartSegment)
+	}
+	for i := 1; i <= 3; i++ {
+		if _, err := a.Append(ctx, ev("x", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.Ship(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	wantSegmentEpoch(t, shared, r1.StartSegment, 1)
+
+	bdir := t.TempDir()
+	b := mustOpen(t, fenceOpts(bdir, newView(shared), false))
+	r2 := startRecordOf(t, shared, 2)
+	if r2.StartSegment != r2.FenceSegment+fencing.SegmentStride || r2.FenceSegment <= r1.StartSegment {
+		t.Fatalf("cut %+v after %+v", r2, r1)
+	}
+	if got := activeID(t, b); got != r2.StartSegment {
+		t.Fatalf("B's active segment %d, want the cut's start segment %d", got, r2.StartSegment)
+	}
+
+	// The zombie A seals on, into the cut's gap (its uploads
+	// stand in as epoch-1 objects at its next ids).
+	for i, id := range []uint64{r2.FenceSegment, r2.FenceSegment + 1} {
+		if _, err := a.store.Append(ev("zombie", i)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.store.Seal(); err != nil {
+			t.Fatal(err)
+		}
+		snap, _ := a.store.Snapshot()
+		sealed := snap.Segments[len(snap.Segments)-2]
+		data, err := a.store.ReadSegment(sealed.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := shared.PutIfAbsent(ctx, blobtier.SegmentKey(0, id), data, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	for i := 4; i <= 8; i++ {
+		if _, err := b.Append(ctx, ev("x", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.Ship(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	wantSegmentEpoch(t, shared, r2.StartSegment, 2)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A same-disk restart across the gap, more appends, a seal, and GC
+	// through the jumped segment.
+	b = mustOpen(t, fenceOpts(bdir, newView(shared), false))
+	defer b.Close()
+	if b.store.Tip() != 8 {
+		t.Fatalf("B reopened at tip %d", b.store.Tip())
+	}
+	for i := 9; i <= 10; i++ {
+		if _, err := b.Append(ctx, ev("x", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.Ship(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	wantSegmentEpoch(t, shared, r2.StartSegment+1, 2)
+
+	dir := t.TempDir()
+	rep, err := coldload.Hydrate(ctx, shared, 0, dir, coldload.Options{Store: localseg.Options{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.ZombieObjects < 2 || rep.LastSeq != 10 {
+		t.Fatalf("restore %+v: want the zombie's two seals skipped, through 10", rep)
+	}
+	st, err := localseg.Open(dir, localseg.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	snap, _ := st.Snapshot()
+	var ids []uint64
+	for _, s := range snap.Segments {
+		ids = append(ids, s.ID)
+	}
+	if !slices.Contains(ids, r2.StartSegment+1) {
+		t.Fatalf("restored segment ids %v: want the bucket's, %d among them", ids, r2.StartSegment+1)
+	}
+	recs := scanStore(t, st)
+	for i, r := range recs {
+		if want := fmt.Sprint(ev("x", int(r.Seq)).Payload); r.Payload != want || r.Seq != uint64(i)+1 {
+			t.Fatalf("restored record %+v, want payload %q", r, want)
+		}
+	}
+	vr, err := coldload.Verify(ctx, shared, coldload.VerifyOptions{})
+	if err != nil || !vr.OK() || vr.Shards[0].Through != 10 || vr.Shards[0].ZombieObjects < 2 {
+		t.Fatalf("verify: %v %+v %+v", err, vr.Problems, vr.Shards)
+	}
+	gc, err := b.GC(ctx, GCRequest{MinRetainedSegments: 1, MaxRetainedSegments: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gc.Local.ThroughSegment < r2.StartSegment {
+		t.Fatalf("GC %+v: the durable walk stopped at the jump", gc)
+	}
+}
+
+func scanStore(t *testing.T, st *localseg.Store) []localseg.Record {
+	t.Helper()
+	p, err := st.Scan(0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Records
+}
