@@ -119,20 +119,25 @@ func (f *lineageFilter) tails(ctx context.Context, in []blobtier.ObjectInfo, bas
 	return whole, partialTip, nil
 }
 
-// skipSegment reports whether a segment object is outside the lineage: an
-// epoch off the chain, or a stale writer's seal at or above the fence of
-// the cut that ended its epoch.
+// skipSegment reports whether a segment object is outside the lineage:
+// inside a cut's gap (no HEAD needed), of an epoch off the chain, or a
+// stale writer's seal at or above the fence of the cut that ended its
+// epoch.
 func (f *lineageFilter) skipSegment(ctx context.Context, info blobtier.ObjectInfo) (bool, error) {
 	id := info.Parsed.Segment
 	if !f.on || id < f.minFence {
 		return false, nil
 	}
+	if f.lin.Gap(id) {
+		// Inside a cut's gap: the new owner continues at start_segment
+		// (the store's jump), so only a fenced writer writes there.
+		f.zombie(info, 0)
+		return true, nil
+	}
 	e, known, err := f.epoch(ctx, info)
 	if err != nil || !known {
 		return false, err
 	}
-	// Not Gap(id): today's writer keeps numbering after the hydrated ids,
-	// so its own segments may lie in its cut's gap; the epoch decides.
 	if f.lin.SkipSegment(e, id) {
 		f.zombie(info, e)
 		return true, nil
