@@ -160,7 +160,7 @@ func makePlan(ctx context.Context, r Reader, shard uint32) (*plan, error) {
 	for _, info := range v.SegmentObjects {
 		id := info.Parsed.Segment
 		p.maxSegID = max(p.maxSegID, id)
-		if _, inGap := p.gapOf(id); inGap {
+		if _, inGap := p.gapOf(id); inGap && id > p.mark.Segment {
 			p.gapSegs++ // only a writer fenced below it writes there
 			continue
 		}
