@@ -275,6 +275,13 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 		}
 		sopts := opts.Store
 		sopts.ReadOnly, sopts.NoPreallocate, sopts.FS = false, true, sideFS
+		// The recovered frames stay in one segment as far as the format
+		// allows (MaxSegmentBytes): the store's active one, which a
+		// takeover's jump moves whole to its cut's start_segment (docs/
+		// FORMAT.md §3.11). A sealed one would keep an id below the fence,
+		// or inside an earlier cut's gap, where readers skip it. The first
+		// append seals it.
+		sopts.SegmentMaxBytes = localseg.MaxSegmentBytes
 		s, err := localseg.Open(side, sopts)
 		if err != nil {
 			return nil, fmt.Errorf("coldload: open the append store: %w", err)
