@@ -195,3 +195,56 @@ func scanStore(t *testing.T, st *localseg.Store) []localseg.Record {
 	}
 	return p.Records
 }
+
+// TestTakeoverOverZombieSealBeyondTheCutOpens (sim seed 13 of -sim.writers):
+// B took A's shard over before A shipped anything (the cut ends epoch 1 at
+// 0); A then seals its active segment, its start segment, below B's fence,
+// and uploads it: an object with no valid frame. A third owner's cold load
+// keeps its id as an empty segment file; Open's reconcile must take that
+// slot as holding the object (nothing valid), not as a diverged disk.
+func TestTakeoverOverZombieSealBeyondTheCutOpens(t *testing.T) {
+	ctx := ctxT(t)
+	shared := casBucket(t)
+	a := mustOpen(t, fenceOpts(t.TempDir(), newView(shared), false))
+	defer a.Close()
+	r1 := startRecordOf(t, shared, 1)
+	b := mustOpen(t, fenceOpts(t.TempDir(), newView(shared), false))
+	if r2 := startRecordOf(t, shared, 2); r2.PrevEndSeq != 0 || r2.FenceSegment != r1.StartSegment+1 {
+		t.Fatalf("cut %+v", r2)
+	}
+	for i := 1; i <= 3; i++ {
+		if _, err := a.store.Append(ev("zombie", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.store.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := a.store.ReadSegment(r1.StartSegment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := shared.PutIfAbsent(ctx, blobtier.SegmentKey(0, r1.StartSegment), data, 1); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 2; i++ {
+		if _, err := b.Append(ctx, ev("x", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.Ship(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	cdir := t.TempDir()
+	c := mustOpen(t, fenceOpts(cdir, newView(shared), false))
+	if c.store.Tip() != 2 {
+		t.Fatalf("C's tip %d", c.store.Tip())
+	}
+	c.Close()
+	c = mustOpen(t, fenceOpts(cdir, newView(shared), false)) // the restart reconciles against the zombie's seal
+	defer c.Close()
+	if c.store.Tip() != 2 {
+		t.Fatalf("C's tip %d after the restart", c.store.Tip())
+	}
+}

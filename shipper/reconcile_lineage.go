@@ -157,8 +157,10 @@ func (f *lineageFilter) zombie(info blobtier.ObjectInfo, e uint64) {
 // to the local sealed segment still holds exactly it under the lineage: a
 // stale writer's seal of an ended epoch below the cut's fence whose
 // events run past end(e), cut just after event end(e) as every cold load
-// cuts it (the local segment was hydrated that way). Such an object is
-// durable for us: a restore reads from it exactly the local segment.
+// cuts it (the local segment was hydrated that way), or whose events all
+// lie beyond end(e) against an empty local segment (the slot a cold load
+// keeps for it). Such an object is durable for us: a restore reads from it
+// exactly the local segment.
 func (f *lineageFilter) holdsLocal(ctx context.Context, info blobtier.ObjectInfo, seg localseg.SegmentInfo) (bool, error) {
 	if !f.on {
 		return false, nil
@@ -188,6 +190,11 @@ func (f *lineageFilter) holdsLocal(ctx context.Context, info blobtier.ObjectInfo
 			return false, nil
 		}
 		off += n
+		if fr.Kind == frame.KindEvent && fr.Seq > end {
+			// No valid frame at all (every event beyond the cut): a
+			// cold load keeps its id as an empty segment file.
+			return len(local) == 0, nil
+		}
 		if fr.Kind == frame.KindEvent && fr.Seq == end {
 			return off < len(obj) && bytes.Equal(obj[:off], local), nil
 		}
