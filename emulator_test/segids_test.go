@@ -18,3 +18,23 @@ func segN(t *testing.T, l *bucketlog.Log, n uint64) uint64 {
 	}
 	return snap.Segments[0].ID + n - 1
 }
+
+// otherHistoryAt is otherHistory with its segment ids from first on (the
+// store jumps there before its first append), so its segments meet the
+// bucket's under the same ids.
+func otherHistoryAt(t *testing.T, n int, seal bool, first uint64) string {
+	t.Helper()
+	root := t.TempDir()
+	l := open(t, bucketlog.Options{Dir: root, SegmentMaxBytes: 4096})
+	if err := l.Store().JumpTo(first); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, execsOf(0, 1, 20)[10:], 0, n, 1)
+	if seal {
+		if _, err := l.Store().Seal(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closeLog(t, l)
+	return root
+}
