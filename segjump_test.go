@@ -196,26 +196,34 @@ func scanStore(t *testing.T, st *localseg.Store) []localseg.Record {
 	return p.Records
 }
 
-// TestTakeoverOverZombieSealBeyondTheCutOpens (sim seed 13 of -sim.writers):
-// B took A's shard over before A shipped anything (the cut ends epoch 1 at
-// 0); A then seals its active segment, its start segment, below B's fence,
-// and uploads it: an object with no valid frame. A third owner's cold load
-// keeps its id as an empty segment file; Open's reconcile must take that
-// slot as holding the object (nothing valid), not as a diverged disk.
-func TestTakeoverOverZombieSealBeyondTheCutOpens(t *testing.T) {
+// TestTakeoverZombieSealOfItsStartSegment (sim seeds 12 and 9 of
+// -sim.writers): A shipped events 1..2 as tail objects only; B takes over
+// (hydrating them into its own start segment); A then seals its active
+// segment, its start segment, and uploads it. B's cut put its fence at that
+// id (a start segment no object held), so the zombie's copy of 1..2 lies
+// in B's gap: B's restart and a restore skip it instead of finding two
+// copies of 1..2 (a diverged disk; overlapping segments).
+func TestTakeoverZombieSealOfItsStartSegment(t *testing.T) {
 	ctx := ctxT(t)
 	shared := casBucket(t)
 	a := mustOpen(t, fenceOpts(t.TempDir(), newView(shared), false))
 	defer a.Close()
 	r1 := startRecordOf(t, shared, 1)
-	b := mustOpen(t, fenceOpts(t.TempDir(), newView(shared), false))
-	if r2 := startRecordOf(t, shared, 2); r2.PrevEndSeq != 0 || r2.FenceSegment != r1.StartSegment+1 {
-		t.Fatalf("cut %+v", r2)
-	}
-	for i := 1; i <= 3; i++ {
-		if _, err := a.store.Append(ev("zombie", i)); err != nil {
+	for i := 1; i <= 2; i++ {
+		if _, err := a.Append(ctx, ev("x", i)); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if _, err := a.Ship(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	bdir := t.TempDir()
+	b := mustOpen(t, fenceOpts(bdir, newView(shared), false))
+	if r2 := startRecordOf(t, shared, 2); r2.PrevEndSeq != 2 || r2.FenceSegment != r1.StartSegment {
+		t.Fatalf("cut %+v: want the fence at epoch 1's start segment %d", r2, r1.StartSegment)
+	}
+	if _, err := a.store.Append(ev("x", 3)); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := a.store.Seal(); err != nil {
 		t.Fatal(err)
@@ -227,24 +235,80 @@ func TestTakeoverOverZombieSealBeyondTheCutOpens(t *testing.T) {
 	if err := shared.PutIfAbsent(ctx, blobtier.SegmentKey(0, r1.StartSegment), data, 1); err != nil {
 		t.Fatal(err)
 	}
-	for i := 1; i <= 2; i++ {
+	for i := 3; i <= 4; i++ {
 		if _, err := b.Append(ctx, ev("x", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := b.Ship(ctx, false); err != nil {
+	if _, err := b.Ship(ctx, true); err != nil {
 		t.Fatal(err)
 	}
 	b.Close()
+	b = mustOpen(t, fenceOpts(bdir, newView(shared), false)) // the restart reconciles against the zombie's seal
+	defer b.Close()
+	if b.store.Tip() != 4 {
+		t.Fatalf("B's tip %d after the restart", b.store.Tip())
+	}
+	restoreAndVerify(t, shared, 1, 4, 1, startRecordOf(t, shared, 2).StartSegment)
+}
+
+// TestTakeoverOverZombieSealBeyondTheCutOpens: a stale writer's seal below
+// the fence with no valid frame (every event beyond the cut; a bucket whose
+// fence sat above the predecessor's start segment) gets an empty segment
+// file in a cold load; Open's reconcile takes that slot as holding it, not
+// as a diverged disk (sim seed 13 of -sim.writers, before the fence rule
+// above).
+func TestTakeoverOverZombieSealBeyondTheCutOpens(t *testing.T) {
+	ctx := ctxT(t)
+	shared := casBucket(t)
+	a := mustOpen(t, fenceOpts(t.TempDir(), newView(shared), false))
+	defer a.Close()
+	r1 := startRecordOf(t, shared, 1)
+	// The second owner's cut, as the earlier fence rule wrote it.
+	if err := shared.PutIfAbsent(ctx, blobtier.ClaimKey(0, 2), mustEncode(t, fencing.Claim{Epoch: 2, Shard: 0, Owner: "x", Nonce: fencing.NewNonce()}), 2); err != nil {
+		t.Fatal(err)
+	}
+	r2 := fencing.NewStartRecord(2, 1, 0, r1.StartSegment, 0)
+	data, err := r2.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := shared.PutIfAbsent(ctx, blobtier.StartKey(0, 2), data, 2); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 3; i++ {
+		if _, err := a.store.Append(ev("zombie", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.store.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	seg, err := a.store.ReadSegment(r1.StartSegment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := shared.PutIfAbsent(ctx, blobtier.SegmentKey(0, r1.StartSegment), seg, 1); err != nil {
+		t.Fatal(err)
+	}
 	cdir := t.TempDir()
 	c := mustOpen(t, fenceOpts(cdir, newView(shared), false))
-	if c.store.Tip() != 2 {
+	if c.store.Tip() != 0 {
 		t.Fatalf("C's tip %d", c.store.Tip())
 	}
 	c.Close()
 	c = mustOpen(t, fenceOpts(cdir, newView(shared), false)) // the restart reconciles against the zombie's seal
 	defer c.Close()
-	if c.store.Tip() != 2 {
+	if c.store.Tip() != 0 {
 		t.Fatalf("C's tip %d after the restart", c.store.Tip())
 	}
+}
+
+func mustEncode(t *testing.T, c fencing.Claim) []byte {
+	t.Helper()
+	b, err := c.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -313,24 +313,31 @@ func (b *Begun) Finish(ctx context.Context, st *localseg.Store) error {
 		}
 		return &fencing.FencedError{Shard: o.Shard, Epoch: b.epoch, Claimant: n, Detail: "a newer cut exists"}
 	}
-	// The fence lies above every object id listed, every start segment,
-	// and every sealed local segment (an authoritative store's seals not
-	// uploaded yet are shipped at their ids, under our epoch); the active
-	// segment is not counted: it jumps to start_segment below, so no object
-	// ever holds its id and the bucket's ids skip exactly the cut's gap.
-	highest := lin.HighestStartSegment()
+	// The fence lies above every object id listed and every sealed local
+	// segment (an authoritative store's seals not uploaded yet are shipped
+	// at their ids, under our epoch), and at or above every start segment:
+	// a start segment no object holds yet is the predecessor's unsealed
+	// active segment, which a stale writer may still seal; inside our gap,
+	// readers skip it (its valid frames are the ones recovered into our
+	// start segment, so a copy below the fence would duplicate them). The
+	// active segment is not counted: it jumps to start_segment below. A
+	// hydrated takeover takes the listing its cold load read, the one its
+	// recovered frames come from (a seal landing after it is in the gap).
+	var highest uint64
 	for _, s := range snap.Segments {
 		if s.Sealed {
 			highest = max(highest, s.ID)
 		}
 	}
-	listed, err := highestSegment(ctx, o)
-	if err != nil {
+	listed := uint64(0)
+	if b.Hydrated != nil {
+		listed = b.Hydrated.HighestSegmentID
+	} else if listed, err = highestSegment(ctx, o); err != nil {
 		return err
 	}
-	highest = max(highest, listed)
+	fence := max(max(highest, listed)+1, lin.HighestStartSegment())
 	prevEnd := snap.Tip
-	rec := fencing.NewStartRecord(b.epoch, lin.Newest(), prevEnd, highest, min(snap.ReclaimedSeq, prevEnd))
+	rec := fencing.NewStartRecord(b.epoch, lin.Newest(), prevEnd, fence-1, min(snap.ReclaimedSeq, prevEnd))
 	data, err := rec.Encode()
 	if err != nil {
 		return err
