@@ -312,3 +312,37 @@ func mustEncode(t *testing.T, c fencing.Claim) []byte {
 	}
 	return b
 }
+
+// TestReconcileSkipsAnyObjectInTheGap: the plain lineage rule on Open's
+// reconcile: a segment object inside a cut's gap is skipped whatever its
+// epoch (the new owner continues at start_segment, so not even its own
+// epoch writes there); before the jump, reconcile judged it by its epoch
+// only and took it for a segment the local store lacks (a diverged disk).
+func TestReconcileSkipsAnyObjectInTheGap(t *testing.T) {
+	ctx := ctxT(t)
+	shared := casBucket(t)
+	dir := t.TempDir()
+	b := mustOpen(t, fenceOpts(dir, newView(shared), false))
+	r1 := startRecordOf(t, shared, 1)
+	for i := 1; i <= 3; i++ {
+		if _, err := b.Append(ctx, ev("x", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.Ship(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	data, err := b.store.ReadSegment(r1.StartSegment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	if err := shared.PutIfAbsent(ctx, blobtier.SegmentKey(0, r1.FenceSegment), data, 1); err != nil {
+		t.Fatal(err)
+	}
+	b = mustOpen(t, fenceOpts(dir, newView(shared), false))
+	defer b.Close()
+	if b.store.Tip() != 3 {
+		t.Fatalf("tip %d", b.store.Tip())
+	}
+}
