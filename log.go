@@ -168,11 +168,7 @@ func (l *Log) open(ctx context.Context) error {
 		return err
 	}
 	l.ship = s
-	snap, err := l.store.Snapshot()
-	if err == nil {
-		err = l.fence.Finish(ctx, snap) // the cut, before any append is accepted
-	}
-	if err != nil {
+	if err := l.fence.Finish(ctx, l.store); err != nil { // the cut, before any append is accepted
 		l.m.Forget()
 		l.closeStore()
 		return err

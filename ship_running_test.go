@@ -66,18 +66,21 @@ func partlyUploaded(t *testing.T, l *Log, fb *faultbucket.Bucket) (seg2Last uint
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(snap.Segments) < 5 || snap.Segments[0].ID != 1 {
-		t.Fatalf("want at least 4 sealed segments from id 1, have %+v", snap.Segments)
+	// The first writer's ids start at its cut's start segment (the
+	// store's jump): segments 1, 2, 3 below are relative to it.
+	first := snap.Segments[0].ID
+	if len(snap.Segments) < 5 {
+		t.Fatalf("want at least 4 sealed segments, have %+v", snap.Segments)
 	}
 	seg2Last = snap.Segments[1].LastSeq
 	fb.Remove(all)
-	segRule = fb.MustAdd(faultbucket.Rule{Op: faultbucket.OpWrite, Kind: faultbucket.Refuse, Key: blobtier.SegmentKey(0, 3)})
+	segRule = fb.MustAdd(faultbucket.Rule{Op: faultbucket.OpWrite, Kind: faultbucket.Refuse, Key: blobtier.SegmentKey(0, first+2)})
 	tailRule = fb.MustAdd(faultbucket.Rule{Op: faultbucket.OpWrite, Kind: faultbucket.Refuse, Key: "noetl.ehdb.tail.*"})
 	if _, err := l.Ship(ctx, false); err == nil {
 		t.Fatal("ship succeeded with segment 3 and the tail refused")
 	}
-	if !l.ship.IsDurable(1) || !l.ship.IsDurable(2) || l.ship.IsDurable(3) {
-		t.Fatalf("durable: 1=%v 2=%v 3=%v", l.ship.IsDurable(1), l.ship.IsDurable(2), l.ship.IsDurable(3))
+	if !l.ship.IsDurable(first) || !l.ship.IsDurable(first+1) || l.ship.IsDurable(first+2) {
+		t.Fatalf("durable: 1=%v 2=%v 3=%v", l.ship.IsDurable(first), l.ship.IsDurable(first+1), l.ship.IsDurable(first+2))
 	}
 	if _, err := l.Pull(ctx, "reader", 1000); err != nil {
 		t.Fatal(err)

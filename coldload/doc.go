@@ -68,10 +68,14 @@
 //     included), so every downloaded segment is sealed and the store never
 //     appends into an id that exists in the bucket: its own uploads can
 //     never collide with old objects. localseg requires the ids on disk to
-//     run consecutively from the reclaim base, so a partial restore whose
-//     prefix ends below ids the bucket holds beyond a hole fills those ids
-//     with empty segment files (Report.FillerSegments); they hold no frame
-//     and claim no sequence.
+//     run consecutively from the reclaim base except across a recorded
+//     jump: the restore keeps the bucket's ids and records each gap the
+//     lineage allows (a cut's gap, an unused start segment) in the store's
+//     jumps.json; a partial restore whose prefix ends below ids the bucket
+//     holds beyond a hole fills the other ids with empty segment files
+//     (Report.FillerSegments); they hold no frame and claim no sequence.
+//     The recovered tail frames stay in the one active segment (up to
+//     localseg.MaxSegmentBytes), which a takeover's jump moves whole.
 //  6. Append the tail objects that go beyond the segments, in ascending
 //     order, through AppendRecovered (the ordinary durable append path; one
 //     fsync per 4 MiB of frames). Objects are read in parallel but applied

@@ -206,7 +206,7 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 	}
 	for _, it := range items[pre.n:] {
 		if it.written {
-			if err := localseg.RemoveSegmentFile(fsys, tmp, p.localID(it.id)); err != nil {
+			if err := localseg.RemoveSegmentFile(fsys, tmp, it.id); err != nil {
 				return rep, p, fmt.Errorf("coldload: remove segment %d beyond the gap: %w", it.id, err)
 			}
 		}
@@ -216,18 +216,32 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 		rep.SegmentBytes += it.size
 	}
 	// localseg requires the ids on disk to be consecutive from the reclaim
-	// base, so when a partial restore's prefix ends below ids the bucket
-	// holds beyond a hole, those ids are filled with empty sealed segments
-	// (they hold no frame; no sequence is claimed by them).
+	// base except across a recorded jump, so when a partial restore's
+	// prefix ends below ids the bucket holds beyond a hole, those ids are
+	// filled with empty sealed segments (they hold no frame; no sequence is
+	// claimed by them), and the gaps the lineage allows are recorded as
+	// jumps instead (keepIDs).
+	ids := make([]uint64, 0, pre.n+1)
+	for _, it := range items[:pre.n] {
+		ids = append(ids, it.id)
+	}
 	firstFiller := p.mark.Segment + 1
 	if pre.n > 0 {
-		firstFiller = p.localID(items[pre.n-1].id) + 1
+		firstFiller = items[pre.n-1].id + 1
 	}
 	for id := firstFiller; id < rep.NextSegment; id++ {
+		if next, ok := p.skipped(id); ok {
+			id = next - 1
+			continue
+		}
 		if err := localseg.WriteSegmentFile(fsys, tmp, id, nil); err != nil {
 			return rep, p, fmt.Errorf("coldload: create segment %d: %w", id, err)
 		}
+		ids = append(ids, id)
 		rep.FillerSegments++
+	}
+	if err := keepIDs(fsys, tmp, p.mark.Segment, append(ids, rep.NextSegment)); err != nil {
+		return rep, p, err
 	}
 
 	// Tail objects and the cursor object go through the ordinary durable
@@ -261,6 +275,13 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 		}
 		sopts := opts.Store
 		sopts.ReadOnly, sopts.NoPreallocate, sopts.FS = false, true, sideFS
+		// The recovered frames stay in one segment as far as the format
+		// allows (MaxSegmentBytes): the store's active one, which a
+		// takeover's jump moves whole to its cut's start_segment (docs/
+		// FORMAT.md §3.11). A sealed one would keep an id below the fence,
+		// or inside an earlier cut's gap, where readers skip it. The first
+		// append seals it.
+		sopts.SegmentMaxBytes = localseg.MaxSegmentBytes
 		s, err := localseg.Open(side, sopts)
 		if err != nil {
 			return nil, fmt.Errorf("coldload: open the append store: %w", err)
@@ -427,6 +448,23 @@ func removeAll(fsys localseg.FS, path string) error {
 	}
 	if err := fsys.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
+	}
+	return nil
+}
+
+// keepIDs records in dir's jumps.json every gap between the segment ids
+// the restored store holds (ascending, the next segment last) above the
+// reclaim base: the bucket's gaps are kept, not collapsed (docs/FORMAT.md
+// §3.11, §9.3).
+func keepIDs(fsys localseg.FS, dir string, base uint64, ids []uint64) error {
+	prev := base
+	for _, id := range ids {
+		if id > prev+1 {
+			if err := localseg.RecordJump(fsys, dir, prev+1, id); err != nil {
+				return fmt.Errorf("coldload: record the segment-id jump %d..%d: %w", prev+1, id, err)
+			}
+		}
+		prev = id
 	}
 	return nil
 }

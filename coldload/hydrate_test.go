@@ -1072,10 +1072,12 @@ func TestManyTailObjectsReadWithinTheBound(t *testing.T) {
 	}
 }
 
-// Recovered tail frames go through the store's append path, so they roll
-// over into new segments at the restored store's segment size like any
-// append.
-func TestRecoveredTailRollsOverSegments(t *testing.T) {
+// Recovered tail frames go through the store's append path into one
+// segment, the restored store's active one, whatever its segment size (up
+// to MaxSegmentBytes): a takeover's jump moves it whole to its cut's
+// start_segment (a sealed one would keep an id below the fence). The first
+// append seals it and starts the next.
+func TestRecoveredTailStaysInTheActiveSegment(t *testing.T) {
 	b, _ := memBucket(t)
 	o := newOwner(t, b, 0, 1<<20)
 	o.append(200) // about 20 KiB, never sealed
@@ -1090,20 +1092,20 @@ func TestRecoveredTailRollsOverSegments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(snap.Segments) < 4 || snap.Segments[0].ID != 1 {
-		t.Fatalf("segments %+v: want the tail spread over several from id 1", snap.Segments)
+	if len(snap.Segments) != 1 || snap.Segments[0].ID != 1 || snap.Segments[0].Sealed || snap.Segments[0].Size <= 4096 {
+		t.Fatalf("segments %+v: want the whole tail in the active segment 1", snap.Segments)
 	}
-	// The segments the restore sealed arrive with their index files, so
-	// the new owner's first read loads them instead of parsing.
-	for _, sg := range snap.Segments[:len(snap.Segments)-1] {
-		if _, err := os.Stat(filepath.Join(dir, localseg.SegmentIndexFileName(sg.ID))); err != nil {
-			t.Fatalf("segment %d restored without its index file: %v", sg.ID, err)
-		}
+	st.Close()
+	rw, err := localseg.Open(dir, localseg.Options{SegmentMaxBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
 	}
-	rw := openRW(t, dir)
-	sameRecords(t, allRecords(t, rw), o.records())
-	if n := rw.IndexFileLoads(); n != int64(len(snap.Segments)-1) {
-		t.Fatalf("the first read took %d segments from index files, want %d", n, len(snap.Segments)-1)
+	defer rw.Close()
+	if _, err := rw.Append(localseg.Event{ExecutionID: "e", TransactionID: "t-after", Payload: "{}"}); err != nil {
+		t.Fatal(err)
+	}
+	if snap, _ := rw.Snapshot(); len(snap.Segments) != 2 || !snap.Segments[0].Sealed || snap.Segments[1].ID != 2 {
+		t.Fatalf("after an append: %+v", snap.Segments)
 	}
 }
 

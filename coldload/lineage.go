@@ -28,12 +28,9 @@ import (
 //     no valid frame are skipped and counted (Report.ZombieObjects,
 //     ShardReport.ZombieObjects). A skipped segment still occupies its id.
 //   - Segment ids may skip exactly a cut's gap, and the start segment of an
-//     ended epoch that sealed nothing; sequences never skip. A gap with no
-//     segment object listed at or above its start_segment is not taken
-//     (plan.openGaps): today's
-//     writer keeps numbering after the ids it hydrated (the jump to
-//     start_segment needs gaps in localseg's ids), so its segments sit
-//     there and are read, filtered by their epoch, like any other.
+//     ended epoch that sealed nothing; sequences never skip. A new owner's
+//     segments start at its cut's start_segment (localseg's JumpTo), so
+//     every segment object inside a gap is a fenced writer's.
 //   - Valid duplicates must be byte-identical (a *ConflictError naming both
 //     keys, as before).
 //
@@ -41,11 +38,10 @@ import (
 // it is valid, exactly as before fencing. A damaged start record or a broken
 // chain is ErrLineage before anything is written locally.
 //
-// The local store requires its segment ids to run consecutively, so a
-// restore collapses each cut's gap: a segment object's local id is its
-// bucket id less the SegmentStride of every gap below it (localID). A
-// bucket without a chain, or whose owners never sealed past a cut, keeps
-// its ids.
+// A restore keeps the bucket's segment ids: each gap between the ids it
+// writes (a cut's gap, an unused start segment, ids it fills past a
+// partial restore's hole left aside) is recorded in the store's jumps.json
+// (localseg.RecordJump), which is what makes the gap legal to localseg.
 
 // ErrLineage: the bucket's start records do not form a chain a reader can
 // follow (a damaged record, a record contradicting itself, or a start
@@ -104,7 +100,7 @@ func lineageErr(shard uint32, err error) error {
 // gapOf returns the chain's record whose (taken) gap holds segment id.
 func (p *plan) gapOf(id uint64) (fencing.StartRecord, bool) {
 	for _, r := range p.lin.Records() {
-		if !p.openGaps[r.Epoch] && id >= r.FenceSegment && id < r.StartSegment {
+		if id >= r.FenceSegment && id < r.StartSegment {
 			return r, true
 		}
 	}
@@ -146,29 +142,16 @@ func (p *plan) unusedStarts() []uint64 {
 	return out
 }
 
-// localID is the id a segment object of bucket id gets in a restored store:
-// every cut's gap, and every unused start segment, between the watermark
-// segment and it collapsed (localseg wants consecutive ids from its reclaim
-// base). An id inside a gap maps to the gap's fence.
-func (p *plan) localID(id uint64) uint64 {
-	local := id
-	for _, u := range p.unused {
-		if u < id {
-			local--
-		}
+// skipped returns the id after the legal skip (a cut's gap, an unused start
+// segment) that holds id, and false when none holds it.
+func (p *plan) skipped(id uint64) (uint64, bool) {
+	if r, ok := p.gapOf(id); ok {
+		return r.StartSegment, true
 	}
-	for _, r := range p.lin.Records() {
-		if r.StartSegment <= p.mark.Segment || p.openGaps[r.Epoch] {
-			continue // below the reclaim base, or not taken: no ids collapse
-		}
-		switch {
-		case id >= r.StartSegment:
-			local -= fencing.SegmentStride
-		case id >= r.FenceSegment:
-			local -= id - r.FenceSegment
-		}
+	if slices.Contains(p.unused, id) {
+		return id + 1, true
 	}
-	return local
+	return 0, false
 }
 
 // validEnd returns the last valid sequence of an object of epoch e whose

@@ -115,7 +115,7 @@ type Report struct {
 	// and therefore never read.
 	Unparsed []string `json:"unparsed_keys"`
 	// NextSegment is the id of the store's empty active segment: above every
-	// segment id the bucket has seen (cuts' gaps collapsed: lineage.go).
+	// segment id the bucket has seen (bucket ids: a restore keeps them).
 	NextSegment uint64 `json:"next_segment"`
 	// FillerSegments counts the empty segment files a partial restore
 	// created for ids between its prefix and NextSegment (see Options).

@@ -85,14 +85,7 @@ type plan struct {
 	// writer's.
 	lin     fencing.Lineage
 	gapSegs int
-	// openGaps are the cuts (by epoch) with no listed segment object at or
-	// above their start_segment: no owner sealed past the jump (yet, or
-	// ever: today's writer keeps numbering after the ids it hydrated). Such
-	// a gap is not taken: its ids are read, and filtered by their epoch
-	// (a stale writer's seal at or above the fence is skipped when it is
-	// fetched), like any other.
-	openGaps map[uint64]bool
-	unused   []uint64 // unused start segments (lineage.go)
+	unused  []uint64 // unused start segments (lineage.go)
 }
 
 // empty reports that the bucket holds no usable object for the shard.
@@ -104,7 +97,7 @@ func (p *plan) empty() bool {
 // nextSegment is the id the hydrated store's empty active segment gets:
 // above every segment id the bucket has seen, so the store never appends
 // into an id that exists (or existed) in the bucket.
-func (p *plan) nextSegment() uint64 { return p.localID(max(p.maxSegID, p.mark.Segment)) + 1 }
+func (p *plan) nextSegment() uint64 { return max(p.maxSegID, p.mark.Segment) + 1 }
 
 // same reports whether two plans saw the same bucket state (used to decide
 // whether a failed attempt raced with the owner or found a real hole).
@@ -164,20 +157,10 @@ func makePlan(ctx context.Context, r Reader, shard uint32) (*plan, error) {
 		p.unparsed = append(p.unparsed, info.Key)
 	}
 
-	p.openGaps = map[uint64]bool{}
-	var maxListed uint64
-	for _, info := range v.SegmentObjects {
-		maxListed = max(maxListed, info.Parsed.Segment)
-	}
-	for _, r := range p.lin.Records() {
-		if maxListed < r.StartSegment {
-			p.openGaps[r.Epoch] = true
-		}
-	}
 	for _, info := range v.SegmentObjects {
 		id := info.Parsed.Segment
 		p.maxSegID = max(p.maxSegID, id)
-		if _, inGap := p.gapOf(id); inGap {
+		if _, inGap := p.gapOf(id); inGap && id > p.mark.Segment {
 			p.gapSegs++ // only a writer fenced below it writes there
 			continue
 		}

@@ -123,7 +123,7 @@ func (h *run) fetchSegment(ctx context.Context, it *segItem) {
 	if h.dir == "" || it.probe {
 		return
 	}
-	if err := localseg.WriteSegmentFile(h.fsys, h.dir, h.p.localID(it.id), data); err != nil {
+	if err := localseg.WriteSegmentFile(h.fsys, h.dir, it.id, data); err != nil {
 		it.err = fmt.Errorf("coldload: write segment %d: %w", it.id, err)
 		return
 	}

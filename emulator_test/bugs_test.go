@@ -105,9 +105,10 @@ func TestRestoreErrorKeepsGapError(t *testing.T) {
 	if _, err := l.Ship(ctx, true); err != nil {
 		t.Fatal(err)
 	}
+	seg2 := segN(t, l, 2)
 	closeLog(t, l)
 	// Lose segment 2 from the bucket: a hole no tail object covers.
-	if err := v.b.Delete(ctx, blobtier.SegmentKey(0, 2)); err != nil {
+	if err := v.b.Delete(ctx, blobtier.SegmentKey(0, seg2)); err != nil {
 		t.Fatal(err)
 	}
 	_, err := bucketlog.Restore(ctx, bucketlog.RestoreOptions{Bucket: v.b, Dir: t.TempDir()})
@@ -140,7 +141,8 @@ func TestPartialRestoreOverCoveredHoleIsRefusedSafely(t *testing.T) {
 	execs := execsOf(0, 1, 3)
 	opts := bucketlog.Options{Dir: t.TempDir(), Bucket: v.b, SegmentMaxBytes: 4096, NoBackground: true}
 	l := open(t, opts)
-	v.fb.MustAdd(faultbucket.Rule{Op: faultbucket.OpWrite, Kind: faultbucket.Refuse, Key: blobtier.SegmentKey(0, 1)})
+	seg1, seg2ID := segN(t, l, 1), segN(t, l, 2)
+	v.fb.MustAdd(faultbucket.Rule{Op: faultbucket.OpWrite, Kind: faultbucket.Refuse, Key: blobtier.SegmentKey(0, seg1)})
 	want := appendN(t, l, execs, 0, 20, 1)
 	if _, err := l.Ship(ctx, false); err != nil { // tail object 1..20
 		t.Fatal(err)
@@ -148,7 +150,7 @@ func TestPartialRestoreOverCoveredHoleIsRefusedSafely(t *testing.T) {
 	l.Ship(ctx, true) // seals segment 1; its upload is refused
 	want = append(want, appendN(t, l, execs, 20, 40, 1)...)
 	l.Ship(ctx, true) // seals segment 2; the uploader is stuck on 1
-	seg2, err := l.Store().ReadSegment(2)
+	seg2, err := l.Store().ReadSegment(seg2ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +162,7 @@ func TestPartialRestoreOverCoveredHoleIsRefusedSafely(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := v.b.PutIfAbsent(ctx, blobtier.SegmentKey(0, 2), seg2, tail1.Meta.Epoch); err != nil {
+	if err := v.b.PutIfAbsent(ctx, blobtier.SegmentKey(0, seg2ID), seg2, tail1.Meta.Epoch); err != nil {
 		t.Fatal(err)
 	}
 	root, rr := restore(t, v.b, 0, bucketlog.RestoreOptions{AllowPartial: true})
@@ -174,7 +176,7 @@ func TestPartialRestoreOverCoveredHoleIsRefusedSafely(t *testing.T) {
 	}
 	// The operator's way out: drop the bucket's segment objects from the
 	// hole on (their events are in the restored store), then open.
-	if err := v.b.Delete(ctx, blobtier.SegmentKey(0, 2)); err != nil {
+	if err := v.b.Delete(ctx, blobtier.SegmentKey(0, seg2ID)); err != nil {
 		t.Fatal(err)
 	}
 	v.fb.Clear()

@@ -29,20 +29,21 @@ func TestRefusedOpenKeepsLeftoverSegments(t *testing.T) {
 				t.Fatal(err)
 			}
 			dir := localseg.ShardDir(root, 0)
-			first := filepath.Join(dir, localseg.SegmentFileName(1))
+			id1 := segN(t, l, 1)
+			first := filepath.Join(dir, localseg.SegmentFileName(id1))
 			seg1, err := os.ReadFile(first)
 			if err != nil {
 				t.Fatal(err)
 			}
 			rep, err := l.GC(ctx, bucketlog.GCRequest{MinRetainedSegments: 2, MaxRetainedSegments: 2})
-			if err != nil || rep.Base <= 1 {
+			if err != nil || rep.Base <= 1 || rep.Local.ThroughSegment < id1 {
 				t.Fatalf("gc: %+v %v (want segment 1 reclaimed)", rep, err)
 			}
 			closeLog(t, l)
 			stale := t.TempDir()
 			copyShard(t, root, stale, 0)
 			// The unlink of segment 1 never happened on the copy.
-			if err := os.WriteFile(filepath.Join(localseg.ShardDir(stale, 0), localseg.SegmentFileName(1)), seg1, 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(localseg.ShardDir(stale, 0), localseg.SegmentFileName(id1)), seg1, 0o644); err != nil {
 				t.Fatal(err)
 			}
 			l = open(t, opts)
@@ -56,15 +57,15 @@ func TestRefusedOpenKeepsLeftoverSegments(t *testing.T) {
 			}
 			// Once the verdict lets it open, the leftover goes.
 			copyShard(t, root, stale, 0)
-			if err := os.WriteFile(filepath.Join(localseg.ShardDir(stale, 0), localseg.SegmentFileName(1)), seg1, 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(localseg.ShardDir(stale, 0), localseg.SegmentFileName(id1)), seg1, 0o644); err != nil {
 				t.Fatal(err)
 			}
 			l = open(t, bucketlog.Options{Dir: stale, Bucket: v.b, SegmentMaxBytes: 4096, NoBackground: true})
-			if got := l.OpenReport().Store.LeftoversRemoved; !slices.Equal(got, []uint64{1}) {
-				t.Fatalf("OpenReport: leftovers removed %v, want [1]", got)
+			if got := l.OpenReport().Store.LeftoversRemoved; !slices.Equal(got, []uint64{id1}) {
+				t.Fatalf("OpenReport: leftovers removed %v, want [%d]", got, id1)
 			}
 			closeLog(t, l)
-			if _, err := os.Stat(filepath.Join(localseg.ShardDir(stale, 0), localseg.SegmentFileName(1))); !os.IsNotExist(err) {
+			if _, err := os.Stat(filepath.Join(localseg.ShardDir(stale, 0), localseg.SegmentFileName(id1))); !os.IsNotExist(err) {
 				t.Fatalf("the leftover segment below the reclaim base is still there after an accepted Open: %v", err)
 			}
 		})

@@ -2,6 +2,7 @@ package emulator_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -53,7 +54,7 @@ func safetyCase(t *testing.T, be backend) {
 	if rep, err := l.Ship(ctx, true); err != nil || rep.Upload.Uploaded != 1 {
 		t.Fatalf("segment 1: %+v %v", rep, err)
 	}
-	seg2Key := blobtier.SegmentKey(0, 2)
+	seg2Key := blobtier.SegmentKey(0, segN(t, l, 2))
 	refuse := v.fb.MustAdd(faultbucket.Rule{Op: faultbucket.OpWrite, Kind: faultbucket.Refuse, Key: seg2Key})
 
 	// Segment 2: 21..40, shipped as a tail object, then sealed: its upload
@@ -72,7 +73,8 @@ func safetyCase(t *testing.T, be backend) {
 	if _, err := l.Ship(ctx, true); err == nil {
 		t.Fatal("ship succeeded with segment 2 refused")
 	}
-	seg3, err := l.Store().ReadSegment(3)
+	seg3ID := segN(t, l, 3)
+	seg3, err := l.Store().ReadSegment(seg3ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,11 +86,11 @@ func safetyCase(t *testing.T, be backend) {
 	}
 	// The earlier uploader's object for segment 3, under the writer's epoch
 	// (segment 1's: writer fencing puts it on every object).
-	seg1, err := v.b.Stat(ctx, blobtier.SegmentKey(0, 1))
+	seg1, err := v.b.Stat(ctx, blobtier.SegmentKey(0, seg3ID-2))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := v.b.PutIfAbsent(ctx, blobtier.SegmentKey(0, 3), seg3, seg1.Meta.Epoch); err != nil {
+	if err := v.b.PutIfAbsent(ctx, blobtier.SegmentKey(0, seg3ID), seg3, seg1.Meta.Epoch); err != nil {
 		t.Fatal(err)
 	}
 
@@ -107,11 +109,12 @@ func safetyCase(t *testing.T, be backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(gr.Plan.Remove, []uint64{1}) || gr.Plan.Stop != reclaim.StopNotDurable || gr.Plan.StopSegment != 2 {
+	o := seg3ID - 3 // segment n is o+n (the writer's ids start at its cut's start segment)
+	if !slices.Equal(gr.Plan.Remove, []uint64{o + 1}) || gr.Plan.Stop != reclaim.StopNotDurable || gr.Plan.StopSegment != o+2 {
 		t.Fatalf("GC plan: remove %v, stop %q at %d; want [1], not_durable at 2", gr.Plan.Remove, gr.Plan.Stop, gr.Plan.StopSegment)
 	}
 	wm, _, err := watermark.Read(ctx, v.b, 0)
-	if err != nil || wm.Seq != 20 || wm.Segment != 1 {
+	if err != nil || wm.Seq != 20 || wm.Segment != o+1 {
 		t.Fatalf("watermark %+v %v, want sequence 20 segment 1", wm, err)
 	}
 	snap := snapshot(t, l)
@@ -119,7 +122,7 @@ func safetyCase(t *testing.T, be backend) {
 	for _, s := range snap.Segments {
 		ids = append(ids, s.ID)
 	}
-	if snap.ReclaimedSeq != 20 || !slices.Equal(ids, []uint64{2, 3, 4}) {
+	if snap.ReclaimedSeq != 20 || !slices.Equal(ids, []uint64{o + 2, o + 3, o + 4}) {
 		t.Fatalf("local after GC: base %d segments %v", snap.ReclaimedSeq, ids)
 	}
 	var segIDs []uint64
@@ -127,7 +130,7 @@ func safetyCase(t *testing.T, be backend) {
 		segIDs = append(segIDs, s.Parsed.Segment)
 	}
 	tails := objects(t, v.b, 0, blobtier.KindTail)
-	if !slices.Equal(segIDs, []uint64{3}) || tailCoverage(tails, 21) < 60 {
+	if !slices.Equal(segIDs, []uint64{o + 3}) || tailCoverage(tails, 21) < 60 {
 		t.Fatalf("bucket after GC: segments %v, tail objects %v (cover through %d from 21)", segIDs, tails, tailCoverage(tails, 21))
 	}
 	// A more aggressive explicit pass changes nothing: segment 2 still
@@ -141,20 +144,20 @@ func safetyCase(t *testing.T, be backend) {
 	// into text (TestBug_RestoreErrorHidesGapError), so the details are
 	// checked on coldload.Hydrate, which Restore runs.
 	_, err = bucketlog.Restore(ctx, bucketlog.RestoreOptions{Bucket: v.b, Dir: t.TempDir()})
-	if !errors.Is(err, bucketlog.ErrInvalidState) || !strings.Contains(err.Error(), "segments 2..2 missing (sequences 21..40)") {
+	if !errors.Is(err, bucketlog.ErrInvalidState) || !strings.Contains(err.Error(), fmt.Sprintf("segments %d..%d missing (sequences 21..40)", o+2, o+2)) {
 		t.Fatalf("restore over the hole: %v, want an invalid state naming segment 2", err)
 	}
 	t.Logf("restore without AllowPartial: %v", err)
 	_, err = coldload.Hydrate(ctx, v.b, 0, localseg.ShardDir(t.TempDir(), 0), coldload.Options{})
 	var gap *coldload.GapError
-	if !errors.As(err, &gap) || gap.FromSegment != 2 || gap.ToSegment != 2 || gap.FromSeq != 21 || gap.ToSeq != 40 || !gap.CoveredByTail {
+	if !errors.As(err, &gap) || gap.FromSegment != o+2 || gap.ToSegment != o+2 || gap.FromSeq != 21 || gap.ToSeq != 40 || !gap.CoveredByTail {
 		t.Fatalf("hydrate over the hole: %v, want a gap at segment 2 (21..40) covered by tail objects", err)
 	}
 	part, prr := restore(t, v.b, 0, bucketlog.RestoreOptions{AllowPartial: true})
 	sameRecords(t, "partial restore over a hole covered by tail objects", readOnlyRecords(t, part, 0, 1).Records, want[20:])
 	t.Logf("restore with AllowPartial: first %d last %d, tail records %d, gaps %v, filler segments %d, next segment %d",
 		prr.FirstSeq, prr.LastSeq, prr.TailRecords, prr.Gaps, prr.FillerSegments, prr.NextSegment)
-	if prr.NextSegment <= 3 {
+	if prr.NextSegment <= o+3 {
 		t.Fatalf("partial restore's next segment %d is not above the bucket's segment 3", prr.NextSegment)
 	}
 	// (That restored store cannot be opened with its bucket:
@@ -215,7 +218,7 @@ func safetyCase(t *testing.T, be backend) {
 	}
 	sameRecords(t, "restore after recovery", readOnlyRecords(t, full, 0, 1).Records, want[20:])
 	gr, err = l.GC(ctx, bucketlog.GCRequest{MaxRetainedSegments: 2})
-	if err != nil || !slices.Equal(gr.Plan.Remove, []uint64{2, 3}) {
+	if err != nil || !slices.Equal(gr.Plan.Remove, []uint64{o + 2, o + 3}) {
 		t.Fatalf("GC after recovery: %+v %v", gr.Plan, err)
 	}
 	closeLog(t, l)

@@ -59,10 +59,13 @@ func Chain(records []StartRecord) (Lineage, error) {
 	for i := 1; i < len(l.chain); i++ {
 		if prev, r := l.chain[i-1], l.chain[i]; r.PrevEndSeq+1 < prev.StartSeq {
 			return Lineage{}, fmt.Errorf("%w: epoch %d ends epoch %d at %d, below its start %d", ErrBadRecord, r.Epoch, prev.Epoch, r.PrevEndSeq, prev.StartSeq)
-		} else if r.FenceSegment <= prev.StartSegment {
+		} else if r.FenceSegment < prev.StartSegment {
 			// Its claimant saw the predecessor's record, so its fence lies
-			// above that start segment: the cuts' gaps never overlap.
-			return Lineage{}, fmt.Errorf("%w: epoch %d's fence_segment %d is not above epoch %d's start_segment %d", ErrBadRecord, r.Epoch, r.FenceSegment, prev.Epoch, prev.StartSegment)
+			// at or above that start segment (at it when no object held
+			// it: the predecessor's unsealed active segment, which its
+			// stale writer may still seal, lies in the gap): the cuts'
+			// gaps never overlap.
+			return Lineage{}, fmt.Errorf("%w: epoch %d's fence_segment %d is below epoch %d's start_segment %d", ErrBadRecord, r.Epoch, r.FenceSegment, prev.Epoch, prev.StartSegment)
 		}
 	}
 	return l, nil

@@ -78,9 +78,12 @@ func TestChainRefusesBrokenAndContradictoryRecords(t *testing.T) {
 	if _, err := Chain([]StartRecord{r1, r2}); !errors.Is(err, ErrBadRecord) {
 		t.Fatalf("end below start: %v", err)
 	}
-	// A cut's fence lies above every start segment it saw, its
+	// A cut's fence lies at or above every start segment it saw, its
 	// predecessor's included: gaps never overlap.
-	low := rec(2, 1, 20, r1.StartSegment-1)
+	if _, err := Chain([]StartRecord{r1, rec(2, 1, 20, r1.StartSegment-1)}); err != nil {
+		t.Fatalf("fence at the predecessor's start segment: %v", err)
+	}
+	low := rec(2, 1, 20, r1.StartSegment-2)
 	if _, err := Chain([]StartRecord{r1, low}); !errors.Is(err, ErrBadRecord) {
 		t.Fatalf("fence below the predecessor's start segment: %v", err)
 	}

@@ -136,6 +136,7 @@ type Snapshot struct {
 	Segments       []SegmentInfo     // id order; the last is the active one
 	TornTailBytes  int64             // bytes dropped by this open's repair
 	ActiveOpenedAt time.Time         // when the active segment got its first frame (or the store was opened)
+	Jumps          []Jump            // the recorded segment-id jumps (jumps.go): ids no segment ever held
 
 	// Deleted: consumers deleted since the store opened, and those an
 	// owner recalled at start (RecallDeleted), at most MaxRecentDeletes,

@@ -44,7 +44,12 @@
 // a pair (Options.Shard), right after the first segment, and compared by
 // every open told one, which refuses another pair with ErrShardMismatch
 // before changing anything (see shardpair.go). Segment ids start at 1 (after a reclaim, at the
-// reclaimed id + 1) and are never reused. A frame never spans two segments:
+// reclaimed id + 1) and are never reused. They run consecutively except across a jump recorded
+// in jumps.json ({"jumps":[{"from":F,"to":T}]}: ids F..T-1 hold no segment; docs/FORMAT.md
+// §3.12): JumpTo (a takeover's start_segment) and a cold load (RecordJump, the bucket's gaps)
+// write it durably before any segment at or above T exists, so a gap is legal exactly where the
+// store recorded it and a lost segment file anywhere else (or a lost jumps.json) still refuses
+// the open. A crash between JumpTo's record and its rename is finished by the next writable open. A frame never spans two segments:
 // before a frame of F bytes, a non-empty active segment with len+F above
 // SegmentMaxBytes (default 8 MiB, at most 15 MiB) is sealed and the frame
 // starts the next. checkpoint.json carries, beyond the seeds' fields (docs/FORMAT.md §3.4),
@@ -130,7 +135,7 @@
 //
 // Open lists the segments (those at or below reclaim.json are deleted
 // unread by a writable open, skipped by a read-only one; a missing id in
-// between is corruption). With Options.DeferCleanup those deletions (and
+// between, outside a recorded jump, is corruption). With Options.DeferCleanup those deletions (and
 // of unfinished temporary files), and the highest segment's repair below,
 // wait for RemoveLeftovers (or the first write): the engine calls it once
 // the bucket's verdict lets its open go on. A store whose own durable records show more than

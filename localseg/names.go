@@ -12,7 +12,7 @@ import (
 // segment file (or a file named like one), the reclaim manifest, the
 // checkpoint or a segment index file.
 func IsStoreFile(base string) bool {
-	return strings.HasPrefix(base, segPrefix) || base == manifestName || base == checkpointName || IsIndexFile(base)
+	return strings.HasPrefix(base, segPrefix) || base == manifestName || base == checkpointName || base == jumpsName || IsIndexFile(base)
 }
 
 // IsCheckpointFile reports whether base is the checkpoint (a cache the

@@ -59,7 +59,11 @@ func (s *Store) Reclaim(throughSegment uint64) (res ReclaimResult, err error) {
 		return ReclaimResult{}, err
 	}
 	infos := s.infosLocked()
-	k := int(throughSegment - s.segs[0].id + 1) // segments that go
+	k, held := s.segIndexOf(throughSegment)
+	if !held {
+		return ReclaimResult{}, fmt.Errorf("%w: segment %d is not retained (a segment-id jump skips it)", ErrInvalidState, throughSegment)
+	}
+	k++ // segments that go
 	res = ReclaimResult{ThroughSeq: infos[k-1].LastSeq, ThroughSegment: throughSegment}
 
 	// 1. Write forward, after whatever is queued (whose effects the head

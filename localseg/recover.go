@@ -65,13 +65,23 @@ func (s *Store) recover() error {
 	tmps = append(tmps, sweep...)
 	// Before anything is changed: a refused open leaves the directory as
 	// it found it.
-	for i, id := range kept {
-		if want := s.reclaimedSeg + 1 + uint64(i); id != want {
-			return &CorruptionError{Segment: want, Err: fmt.Errorf("%w: segment file missing (found %d next)%s", ErrCorrupt, id, rebuildHint)}
-		}
+	if s.jumps, err = ReadJumps(s.fs, s.dir); err != nil {
+		return err
+	}
+	pending, err := checkSegmentIDs(kept, s.reclaimedSeg, s.jumps)
+	if err != nil {
+		return err
 	}
 	if err := s.checkNothingMissing(kept, leftovers, idxs, ck, ckFileLen >= 0); err != nil {
 		return err
+	}
+	if pending != nil && s.readOnly {
+		// The jump's rename did not happen: read the segment where it is.
+		s.jumps = slices.DeleteFunc(s.jumps, func(j Jump) bool { return j == *pending })
+	} else if pending != nil {
+		if err := s.completeJump(kept, pending); err != nil {
+			return err
+		}
 	}
 	if !s.readOnly && s.deferCleanup {
 		s.deferred = &cleanup{leftovers: leftovers, tmps: tmps}
@@ -143,7 +153,7 @@ func (s *Store) lostState(evidence string) error {
 // createFirstSegment starts a store with no segment: id 1, or one above the
 // last reclaimed.
 func (s *Store) createFirstSegment() error {
-	id := s.reclaimedSeg + 1
+	id := nextSegmentID(s.jumps, s.reclaimedSeg)
 	f, err := s.createSegmentFile(id)
 	if err != nil {
 		return err

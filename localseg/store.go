@@ -152,6 +152,7 @@ type Store struct {
 	tip          uint64
 	reclaimedSeq uint64
 	reclaimedSeg uint64
+	jumps        []Jump // the recorded segment-id jumps (jumps.go)
 	cons         map[string]uint64
 	consNames    []string // sorted keys of cons
 	segs         []*segment
@@ -404,10 +405,7 @@ func (s *Store) active() *segment { return s.segs[len(s.segs)-1] }
 
 // segByID returns the retained segment id, or nil.
 func (s *Store) segByID(id uint64) *segment {
-	if len(s.segs) == 0 || id < s.segs[0].id {
-		return nil
-	}
-	if i := id - s.segs[0].id; i < uint64(len(s.segs)) {
+	if i, ok := s.segIndexOf(id); ok {
 		return s.segs[i]
 	}
 	return nil

@@ -3,6 +3,7 @@ package localseg
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 )
 
@@ -106,6 +107,7 @@ func (s *Store) Snapshot() (Snapshot, error) {
 		Segments:       s.infosLocked(),
 		TornTailBytes:  s.report.TornTailBytes,
 		ActiveOpenedAt: s.activeSince,
+		Jumps:          slices.Clone(s.jumps),
 	}, nil
 }
 

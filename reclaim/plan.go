@@ -150,7 +150,9 @@ func MakePlan(snap localseg.Snapshot, pol Policy, durable func(id uint64) bool) 
 		switch {
 		case n-i <= floor:
 			stop = StopFloor
-		case i > 0 && s.ID != snap.Segments[i-1].ID+1:
+		case i > 0 && (s.ID <= snap.Segments[i-1].ID || s.FirstSeq != snap.Segments[i-1].LastSeq+1):
+			// Ids may skip a recorded segment-id jump (docs/FORMAT.md
+			// §3.11): the store lists every segment it holds.
 			stop = StopGap
 		case !s.Sealed:
 			stop = StopActive

@@ -229,7 +229,7 @@ func shared(ctx context.Context, store Store, b Bucket, shard uint32, role Role,
 
 	// 5. Delete what the watermark covers.
 	if opts.ByKey {
-		res.Deleted, err = deleteNewlyCovered(ctx, b, shard, res.Before, res.Watermark)
+		res.Deleted, err = deleteNewlyCovered(ctx, b, shard, res.Before, res.Watermark, snap.Jumps)
 	} else {
 		res.Deleted, err = DeleteThrough(ctx, b, shard, res.Watermark)
 	}
@@ -346,10 +346,17 @@ func deleteTailsThrough(ctx context.Context, b Deleter, shard uint32, seq uint64
 // deleteNewlyCovered deletes the segment objects in (before.Segment,
 // mark.Segment] by their keys, and the tail objects at or below mark.Seq
 // found by listing the tail key space (tail keys carry sequences, not
-// segment ids; cleanup keeps that listing short).
-func deleteNewlyCovered(ctx context.Context, b Deleter, shard uint32, before, mark watermark.Mark) (DeleteResult, error) {
+// segment ids; cleanup keeps that listing short). The ids of the store's
+// segment-id jumps (a takeover's gap of 2^20 ids, docs/FORMAT.md §3.11) are
+// stepped over: this writer never held them, and a stale writer's objects
+// there go with a sweep.
+func deleteNewlyCovered(ctx context.Context, b Deleter, shard uint32, before, mark watermark.Mark, jumps []localseg.Jump) (DeleteResult, error) {
 	var res DeleteResult
 	for id := before.Segment + 1; id <= mark.Segment; id++ {
+		if to, ok := jumpedOver(jumps, id); ok {
+			id = to - 1
+			continue
+		}
 		key := blobtier.SegmentKey(shard, id)
 		if err := b.Delete(ctx, key); err != nil {
 			res.fail(key, err)
@@ -363,4 +370,14 @@ func deleteNewlyCovered(ctx context.Context, b Deleter, shard uint32, before, ma
 	res.Failed += tails.Failed
 	res.Errors = append(res.Errors, tails.Errors...)
 	return res, err
+}
+
+// jumpedOver returns the end of the jump holding id.
+func jumpedOver(jumps []localseg.Jump, id uint64) (uint64, bool) {
+	for _, j := range jumps {
+		if id >= j.From && id < j.To {
+			return j.To, true
+		}
+	}
+	return 0, false
 }

@@ -119,20 +119,25 @@ func (f *lineageFilter) tails(ctx context.Context, in []blobtier.ObjectInfo, bas
 	return whole, partialTip, nil
 }
 
-// skipSegment reports whether a segment object is outside the lineage: an
-// epoch off the chain, or a stale writer's seal at or above the fence of
-// the cut that ended its epoch.
+// skipSegment reports whether a segment object is outside the lineage:
+// inside a cut's gap (no HEAD needed), of an epoch off the chain, or a
+// stale writer's seal at or above the fence of the cut that ended its
+// epoch.
 func (f *lineageFilter) skipSegment(ctx context.Context, info blobtier.ObjectInfo) (bool, error) {
 	id := info.Parsed.Segment
 	if !f.on || id < f.minFence {
 		return false, nil
 	}
+	if f.lin.Gap(id) {
+		// Inside a cut's gap: the new owner continues at start_segment
+		// (the store's jump), so only a fenced writer writes there.
+		f.zombie(info, 0)
+		return true, nil
+	}
 	e, known, err := f.epoch(ctx, info)
 	if err != nil || !known {
 		return false, err
 	}
-	// Not Gap(id): today's writer keeps numbering after the hydrated ids,
-	// so its own segments may lie in its cut's gap; the epoch decides.
 	if f.lin.SkipSegment(e, id) {
 		f.zombie(info, e)
 		return true, nil
@@ -152,8 +157,10 @@ func (f *lineageFilter) zombie(info blobtier.ObjectInfo, e uint64) {
 // to the local sealed segment still holds exactly it under the lineage: a
 // stale writer's seal of an ended epoch below the cut's fence whose
 // events run past end(e), cut just after event end(e) as every cold load
-// cuts it (the local segment was hydrated that way). Such an object is
-// durable for us: a restore reads from it exactly the local segment.
+// cuts it (the local segment was hydrated that way), or whose events all
+// lie beyond end(e) against an empty local segment (the slot a cold load
+// keeps for it). Such an object is durable for us: a restore reads from it
+// exactly the local segment.
 func (f *lineageFilter) holdsLocal(ctx context.Context, info blobtier.ObjectInfo, seg localseg.SegmentInfo) (bool, error) {
 	if !f.on {
 		return false, nil
@@ -183,6 +190,11 @@ func (f *lineageFilter) holdsLocal(ctx context.Context, info blobtier.ObjectInfo
 			return false, nil
 		}
 		off += n
+		if fr.Kind == frame.KindEvent && fr.Seq > end {
+			// No valid frame at all (every event beyond the cut): a
+			// cold load keeps its id as an empty segment file.
+			return len(local) == 0, nil
+		}
 		if fr.Kind == frame.KindEvent && fr.Seq == end {
 			return off < len(obj) && bytes.Equal(obj[:off], local), nil
 		}

@@ -19,9 +19,13 @@
 // is a *fencing.FencedError: the process stays down (not ready) and never
 // claims higher by itself. The legacy adoption claims first and checks the
 // store against the bucket as it is after the claim (a refused store leaves
-// the claim unstarted, the directory and rw/cur untouched). The cut's
-// segment ids are recorded (fence_segment, start_segment), but the store's
-// own ids are not moved to start_segment yet.
+// the claim unstarted, the directory and rw/cur untouched). After the cut,
+// and before owner.json records it, the store's active segment (the
+// recovered frames no sealed segment holds) jumps to the cut's
+// start_segment (localseg's JumpTo, recorded in its jumps.json), so a stale
+// writer's seals below the fence never take one of the new owner's keys; a
+// crash in between resumes the takeover, which finds its own cut and jumps
+// again (a no-op once done).
 //
 // The claims, start records and segment ids are read through
 // bucketview.Read (bucketstate.go), the one reader of a shard's bucket state.
@@ -268,12 +272,17 @@ func (b *Begun) recover(ctx context.Context) error {
 // Finish is steps 7–9, after the local store opened and the engine's
 // start-up checks passed against the bucket as it is after the claim: the
 // cut (prev_end = the local tip), a HEAD of the next claim, and owner.json
-// recording the cut. Nothing to do on a same-disk restart or unfenced.
-func (b *Begun) Finish(ctx context.Context, snap localseg.Snapshot) error {
+// recording the cut, after the store's jump to the cut's start_segment.
+// Nothing to do on a same-disk restart or unfenced.
+func (b *Begun) Finish(ctx context.Context, st *localseg.Store) error {
 	if b == nil || !b.fencing || !b.needCut {
 		return nil
 	}
 	o := b.o
+	snap, err := st.Snapshot()
+	if err != nil {
+		return err
+	}
 	if err := b.bumpAll(ctx); err != nil {
 		return err
 	}
@@ -300,21 +309,35 @@ func (b *Begun) Finish(ctx context.Context, snap localseg.Snapshot) error {
 	if n := lin.Newest(); n >= b.epoch {
 		if r, ok := lin.Record(b.epoch); ok && n == b.epoch {
 			// Our own cut is in: a crash after it, before owner.json said so.
-			return b.finished(ctx, r)
+			return b.finished(ctx, st, r)
 		}
 		return &fencing.FencedError{Shard: o.Shard, Epoch: b.epoch, Claimant: n, Detail: "a newer cut exists"}
 	}
-	highest := lin.HighestStartSegment()
+	// The fence lies above every object id listed and every sealed local
+	// segment (an authoritative store's seals not uploaded yet are shipped
+	// at their ids, under our epoch), and at or above every start segment:
+	// a start segment no object holds yet is the predecessor's unsealed
+	// active segment, which a stale writer may still seal; inside our gap,
+	// readers skip it (its valid frames are the ones recovered into our
+	// start segment, so a copy below the fence would duplicate them). The
+	// active segment is not counted: it jumps to start_segment below. A
+	// hydrated takeover takes the listing its cold load read, the one its
+	// recovered frames come from (a seal landing after it is in the gap).
+	var highest uint64
 	for _, s := range snap.Segments {
-		highest = max(highest, s.ID)
+		if s.Sealed {
+			highest = max(highest, s.ID)
+		}
 	}
-	listed, err := highestSegment(ctx, o)
-	if err != nil {
+	listed := uint64(0)
+	if b.Hydrated != nil {
+		listed = b.Hydrated.HighestSegmentID
+	} else if listed, err = highestSegment(ctx, o); err != nil {
 		return err
 	}
-	highest = max(highest, listed)
+	fence := max(max(highest, listed)+1, lin.HighestStartSegment())
 	prevEnd := snap.Tip
-	rec := fencing.NewStartRecord(b.epoch, lin.Newest(), prevEnd, highest, min(snap.ReclaimedSeq, prevEnd))
+	rec := fencing.NewStartRecord(b.epoch, lin.Newest(), prevEnd, fence-1, min(snap.ReclaimedSeq, prevEnd))
 	data, err := rec.Encode()
 	if err != nil {
 		return err
@@ -332,10 +355,10 @@ func (b *Begun) Finish(ctx context.Context, snap localseg.Snapshot) error {
 			return fmt.Errorf("%w: the cut %s exists and is not ours", localseg.ErrInvalidState, key)
 		}
 	}
-	return b.finished(ctx, rec)
+	return b.finished(ctx, st, rec)
 }
 
-func (b *Begun) finished(ctx context.Context, rec fencing.StartRecord) error {
+func (b *Begun) finished(ctx context.Context, st *localseg.Store, rec fencing.StartRecord) error {
 	o := b.o
 	next, err := claimExists(ctx, o, b.epoch+1)
 	if err != nil {
@@ -343,6 +366,9 @@ func (b *Begun) finished(ctx context.Context, rec fencing.StartRecord) error {
 	}
 	if next {
 		return &fencing.FencedError{Shard: o.Shard, Epoch: b.epoch, Claimant: b.epoch + 1, Detail: "superseded right after the cut"}
+	}
+	if err := st.JumpTo(rec.StartSegment); err != nil {
+		return fmt.Errorf("continue at the cut's start segment %d: %w", rec.StartSegment, err)
 	}
 	if err := localseg.WriteOwner(o.FS, o.Dir, localseg.Owner{Epoch: b.epoch, Nonce: b.nonce, Cut: true}); err != nil {
 		return err

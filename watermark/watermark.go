@@ -247,7 +247,8 @@ func pause(ctx context.Context, attempt int) error {
 // Contiguous returns the contiguous durable watermark of a run of segments:
 // walking the sealed segments in id order, it advances over each segment that
 // is durable in the bucket and stops at the first that is not, at the first
-// unsealed (active) segment, and at a hole in the ids. throughSeq is the last
+// unsealed (active) segment, and at a hole in the sequences (ids may skip a
+// segment-id jump). throughSeq is the last
 // event sequence of the last segment it passed, throughSegment that
 // segment's id; (0, 0) when the first segment already stops it.
 //
@@ -268,7 +269,10 @@ func Contiguous(segs []localseg.SegmentInfo, durable func(id uint64) bool) (thro
 		if !s.Sealed || !durable(s.ID) {
 			break
 		}
-		if i > 0 && s.ID != sorted[i-1].ID+1 {
+		// Ids may skip a recorded jump (a takeover's start_segment,
+		// docs/FORMAT.md §3.11): the store lists every segment it holds,
+		// so the walk steps over it; the sequences must continue.
+		if i > 0 && s.FirstSeq != sorted[i-1].LastSeq+1 {
 			break
 		}
 		throughSeq, throughSegment = s.LastSeq, s.ID
