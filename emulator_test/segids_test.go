@@ -8,7 +8,7 @@ import (
 
 // segN is the id of the n-th segment (1-based) of a writer that has not
 // reclaimed yet: on a bucket that fences, its ids start at its cut's
-// start_segment (the store's segment-id jump, docs/FORMAT.md §3.11), else
+// start_segment (the store's segment-id jump, docs/FORMAT.md §3.12), else
 // at 1.
 func segN(t *testing.T, l *bucketlog.Log, n uint64) uint64 {
 	t.Helper()

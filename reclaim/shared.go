@@ -347,7 +347,7 @@ func deleteTailsThrough(ctx context.Context, b Deleter, shard uint32, seq uint64
 // mark.Segment] by their keys, and the tail objects at or below mark.Seq
 // found by listing the tail key space (tail keys carry sequences, not
 // segment ids; cleanup keeps that listing short). The ids of the store's
-// segment-id jumps (a takeover's gap of 2^20 ids, docs/FORMAT.md §3.11) are
+// segment-id jumps (a takeover's gap of 2^20 ids, docs/FORMAT.md §3.12) are
 // stepped over: this writer never held them, and a stale writer's objects
 // there go with a sweep.
 func deleteNewlyCovered(ctx context.Context, b Deleter, shard uint32, before, mark watermark.Mark, jumps []localseg.Jump) (DeleteResult, error) {
