@@ -285,78 +285,79 @@ func (t *bucket) Get(ctx context.Context, key string) ([]byte, Meta, error) {
 }
 
 func (t *bucket) GetVersioned(ctx context.Context, key string) ([]byte, Version, error) {
-	data, _, attrs, err := t.get(ctx, OpGet, key)
+	data, _, v, err := t.get(ctx, OpGet, key)
 	if err != nil {
-		if attrs != nil && errors.Is(err, ErrCorrupt) {
+		if v != "" && errors.Is(err, ErrCorrupt) {
 			// The object is there but damaged: its version lets the owner
 			// replace it by compare-and-swap.
-			return nil, t.version(attrs), err
+			return nil, v, err
 		}
 		return nil, "", err
 	}
-	return data, t.version(attrs), nil
+	return data, v, nil
 }
 
-// get reads key and verifies it against its metadata. The attributes are
-// read first and the bytes after, so the version token returned with them
-// is never newer than the bytes (a CAS on it can only fail, never overwrite
-// a write we did not see). If the bytes fail verification and the
-// attributes changed meanwhile, the object was replaced between the two
-// requests and is read again.
-func (t *bucket) get(ctx context.Context, op Op, key string) ([]byte, Meta, *blob.Attributes, error) {
+// get reads key and verifies it against its metadata, with one GET where
+// the response carries the metadata and the version token (getOne), else
+// with a stat and then a read (getTwo). Either way the version token
+// returned is never newer than the bytes (a CAS on it can only fail, never
+// overwrite a write we did not see). On ErrCorrupt the version of the
+// damaged object is returned when known.
+func (t *bucket) get(ctx context.Context, op Op, key string) ([]byte, Meta, Version, error) {
 	ctx, cancel, err := t.begin(ctx, op, key)
 	if err != nil {
-		return nil, Meta{}, nil, err
+		return nil, Meta{}, "", err
 	}
 	defer cancel()
+	if t.cas != casNone {
+		if data, m, v, ok, err := t.getOne(ctx, op, key); ok {
+			return data, m, v, err
+		}
+	}
+	return t.getTwo(ctx, op, key)
+}
+
+// getTwo reads the attributes first and the bytes after. If the bytes fail
+// verification and the attributes changed meanwhile, the object was
+// replaced between the two requests and is read again.
+func (t *bucket) getTwo(ctx context.Context, op Op, key string) ([]byte, Meta, Version, error) {
 	for attempt := 1; ; attempt++ {
 		attrs, err := t.b.Attributes(ctx, key)
 		if err != nil {
-			return nil, Meta{}, nil, t.readErr(op, key, err)
+			return nil, Meta{}, "", t.readErr(op, key, err)
 		}
 		m, err := DecodeMeta(attrs.Metadata)
 		if err != nil {
-			return nil, Meta{}, attrs, &ObjectError{op, key, err}
+			return nil, Meta{}, t.version(attrs), &ObjectError{op, key, err}
 		}
 		if m.Length > MaxObjectBytes {
-			return nil, Meta{}, attrs, &ObjectError{op, key, fmt.Errorf("%w: metadata length %d is over the %d-byte limit", ErrCorrupt, m.Length, MaxObjectBytes)}
+			return nil, Meta{}, t.version(attrs), &ObjectError{op, key, fmt.Errorf("%w: metadata length %d is over the %d-byte limit", ErrCorrupt, m.Length, MaxObjectBytes)}
 		}
 		data, err := t.readAll(ctx, key, m.Length)
 		if err != nil {
-			return nil, Meta{}, nil, t.readErr(op, key, err)
+			return nil, Meta{}, "", t.readErr(op, key, err)
 		}
 		verr := verify(data, m)
 		if verr == nil {
-			return data, m, attrs, nil
+			return data, m, t.version(attrs), nil
 		}
 		if attempt < maxAttempts {
 			if again, err := t.b.Attributes(ctx, key); err == nil && changed(attrs, again) {
 				continue
 			}
 		}
-		return nil, Meta{}, attrs, &ObjectError{op, key, verr}
+		return nil, Meta{}, t.version(attrs), &ObjectError{op, key, verr}
 	}
 }
 
-// readAll reads at most length+1 bytes: one more than the metadata promises
-// is enough to know the object is too long, without trusting its size.
+// readAll reads at most length+1 bytes of key.
 func (t *bucket) readAll(ctx context.Context, key string, length int64) ([]byte, error) {
 	r, err := t.b.NewReader(ctx, key, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
-	// One allocation of the promised size (plus the byte that tells a long
-	// object), not a buffer grown while reading.
-	buf := make([]byte, length+1)
-	n, err := io.ReadFull(r, buf)
-	switch {
-	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		return buf[:n], nil // short: verification says so
-	case err != nil:
-		return nil, err
-	}
-	return buf[:n], nil
+	return readBody(r, length)
 }
 
 func (t *bucket) readErr(op Op, key string, err error) error {

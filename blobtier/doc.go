@@ -24,10 +24,12 @@
 // Every object carries user metadata `length` (decimal), `xxh64` (16
 // lowercase hex digits, XXH64 seed 0 of the whole object) and `epoch` (16
 // lowercase hex digits, the writer's ownership epoch; 0 until writer fencing
-// exists; absent reads as 0). Get reads the metadata, then the bytes (at
-// most one byte more than `length`), and checks both: a short, long or
+// exists; absent reads as 0). Get reads the metadata and the bytes (at
+// most one byte more than `length`) and checks both: a short, long or
 // altered object, or missing or malformed metadata, is ErrCorrupt naming the
-// key, never a silently shortened result. S3 does not check content on read
+// key, never a silently shortened result. Where the GET's response carries
+// the metadata and the version token (S3, GCS XML reads, memcas) a Get is
+// that one request; elsewhere it is a stat, then a read. S3 does not check content on read
 // and GCS checks only its own CRC32C, so this digest is what catches damage
 // at rest. An object is durable in the bucket when a verified Get (or a Stat
 // whose length and xxh64 equal the local bytes) says so; the mere presence
@@ -53,9 +55,10 @@
 // only if absent". A lost race is ErrPrecondition; the caller re-reads and
 // retries. An S3 ETag is the MD5 of the content, so two writes of identical
 // bytes share a token: the bodies of rewritten objects carry an increasing
-// version `v` so that never happens. The token GetVersioned returns is read
-// before the bytes, so it is never newer than them: a CAS on it can fail
-// spuriously, never overwrite an unseen write. The mode is found at New time
+// version `v` so that never happens. The token GetVersioned returns comes
+// from the same response as the bytes, or from a stat before them, so it is
+// never newer than them: a CAS on it can fail spuriously, never overwrite
+// an unseen write. The mode is found at New time
 // from the client behind the bucket (b.As); memblob and fileblob offer no
 // conditional write but create-if-absent, so there CanCAS is false and
 // CompareAndSwap returns ErrUnsupported (the cursor object is then written

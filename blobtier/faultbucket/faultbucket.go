@@ -76,7 +76,8 @@ const (
 	// Extend appends Bytes bytes (default 1) to what is read or written.
 	Extend Kind = "extend"
 	// Corrupt flips one bit of one byte (chosen by the seed) of what is read
-	// or written.
+	// or written. A read that finds no object alters nothing: Truncate,
+	// Extend and Corrupt do not count it as fired (Times, Fired, Counts).
 	Corrupt Kind = "corrupt"
 	// Hide leaves matching objects out of listings, for the next Listings
 	// list requests or for the duration For after the rule is added (both
@@ -330,6 +331,7 @@ type mutation struct {
 	kind  Kind
 	bytes int
 	pick  uint64 // random draw for Corrupt's position
+	rule  *rule  // the rule it came from (unfired when nothing was read)
 }
 
 // decide consults every rule (except Hide) for one operation on key and
@@ -363,7 +365,7 @@ func (f *Bucket) decide(op Op, key string) effects {
 			}
 			e.lostAck = &Error{Op: op, Key: key, Kind: LostAck, Code: r.Code}
 		case Truncate, Extend, Corrupt:
-			e.mutate = append(e.mutate, mutation{kind: r.Kind, bytes: r.Bytes, pick: f.rng.Uint64()})
+			e.mutate = append(e.mutate, mutation{kind: r.Kind, bytes: r.Bytes, pick: f.rng.Uint64(), rule: r})
 		}
 		r.fired++
 		f.counts[r.Kind]++
@@ -383,6 +385,19 @@ func wait(ctx context.Context, d time.Duration) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// unfire takes back the firing of mutations that altered nothing.
+func (f *Bucket) unfire(ms []mutation) {
+	if len(ms) == 0 {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, m := range ms {
+		m.rule.fired--
+		f.counts[m.kind]--
 	}
 }
 
@@ -505,8 +520,14 @@ func (f *Bucket) NewRangeReader(ctx context.Context, key string, offset, length 
 		return nil, e.refuse
 	}
 	r, err := f.inner.NewRangeReader(ctx, key, offset, length, opts)
-	if err != nil || len(e.mutate) == 0 {
-		return r, err
+	if err != nil {
+		// Nothing was read (a missing key), so nothing was altered: the
+		// mutations did not fire and stay for the next read with bytes.
+		f.unfire(e.mutate)
+		return nil, err
+	}
+	if len(e.mutate) == 0 {
+		return r, nil
 	}
 	defer r.Close()
 	data, err := io.ReadAll(r)

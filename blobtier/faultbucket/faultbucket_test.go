@@ -18,6 +18,7 @@ import (
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/blobtier/backendtest"
 	"github.com/bucketlog/bucketlog/blobtier/faultbucket"
+	"github.com/bucketlog/bucketlog/blobtier/memcas"
 	"github.com/bucketlog/bucketlog/internal/emulator"
 )
 
@@ -513,5 +514,34 @@ func TestCountsUnderConcurrency(t *testing.T) {
 	}
 	if fmt.Sprint(x.f.Counts()[faultbucket.Corrupt]) != "0" {
 		t.Fatal("Counts misses a zero kind")
+	}
+}
+
+// A mutation of a read that finds no object alters nothing, so it does not
+// count as fired: a rule for the next read of a key that is not there yet
+// still alters the first read that returns bytes.
+func TestReadMutationOfAMissingObjectDoesNotFire(t *testing.T) {
+	ctx := context.Background()
+	// memcas: a Get is one GET there, so the read reaches the missing key.
+	f := faultbucket.NewDriver(memcas.New(nil), 3)
+	b := blobtier.New(f.Bucket(), blobtier.Options{Timeout: 5 * time.Second})
+	t.Cleanup(func() { b.Close() })
+	x := fixture{f: f, b: b}
+	key := blobtier.WatermarkKey(2)
+	id := x.add(t, faultbucket.Rule{Op: faultbucket.OpRead, Kind: faultbucket.Corrupt, Key: key, Times: 1})
+	if _, _, err := x.b.Get(ctx, key); !errors.Is(err, blobtier.ErrNotFound) {
+		t.Fatalf("Get of a missing key: %v", err)
+	}
+	if n, total := x.f.Fired(id), x.f.Total(); n != 0 || total != 0 {
+		t.Fatalf("a read of a missing object fired the mutation (fired %d, total %d)", n, total)
+	}
+	if err := x.b.PutIfAbsent(ctx, key, []byte(`{"v":1}`), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := x.b.Get(ctx, key); !errors.Is(err, blobtier.ErrCorrupt) {
+		t.Fatalf("first read with bytes under the rule: %v, want ErrCorrupt", err)
+	}
+	if n := x.f.Fired(id); n != 1 {
+		t.Fatalf("fired %d, want 1", n)
 	}
 }

@@ -5,7 +5,10 @@
 // one counter per bucket); a write made with IfNotExist, or whose
 // BeforeWrite hook set a *Cond through its As, lands only if the condition
 // holds, else it fails with gcerrors.FailedPrecondition. blobtier recognises
-// the driver through As (*Bucket) and sets the Cond in its CAS hook.
+// the driver through As (*Bucket) and sets the Cond in its CAS hook. A
+// reader's As(*ReaderInfo) gives the metadata and version token its
+// response carried, as an S3 GET's headers do, so a verified read is one
+// request here too.
 //
 // Beyond the driver, a Bucket lets a test reach the objects at rest: Raw,
 // SetRaw (damage an object without changing its metadata or version
@@ -131,14 +134,29 @@ func (b *Bucket) ListPaged(_ context.Context, opts *driver.ListOptions) (*driver
 	return page, nil
 }
 
+// ReaderInfo is what a read's response carries beside the bytes, as an S3
+// GET's headers do: the object's user metadata and version token. A reader
+// fills it through As(*ReaderInfo).
+type ReaderInfo struct {
+	Metadata map[string]string
+	ETag     string
+}
+
 type reader struct {
 	*bytes.Reader
 	attrs driver.ReaderAttributes
+	info  ReaderInfo
 }
 
 func (r *reader) Close() error                         { return nil }
 func (r *reader) Attributes() *driver.ReaderAttributes { return &r.attrs }
-func (r *reader) As(any) bool                          { return false }
+func (r *reader) As(i any) bool {
+	p, ok := i.(*ReaderInfo)
+	if ok {
+		*p = ReaderInfo{Metadata: maps.Clone(r.info.Metadata), ETag: r.info.ETag}
+	}
+	return ok
+}
 
 func (b *Bucket) NewRangeReader(_ context.Context, key string, offset, length int64, _ *driver.ReaderOptions) (driver.Reader, error) {
 	b.mu.Lock()
@@ -155,7 +173,8 @@ func (b *Bucket) NewRangeReader(_ context.Context, key string, offset, length in
 	if length >= 0 && length < int64(len(data)) {
 		data = data[:length]
 	}
-	return &reader{Reader: bytes.NewReader(bytes.Clone(data)), attrs: driver.ReaderAttributes{ContentType: o.contentType, ModTime: o.mod, Size: int64(len(o.data))}}, nil
+	return &reader{Reader: bytes.NewReader(bytes.Clone(data)), attrs: driver.ReaderAttributes{ContentType: o.contentType, ModTime: o.mod, Size: int64(len(o.data))},
+		info: ReaderInfo{Metadata: o.meta, ETag: o.etag}}, nil
 }
 
 type writer struct {

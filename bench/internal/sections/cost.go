@@ -174,8 +174,8 @@ func rateLabel(rate int) string {
 }
 
 // segmentDollars prices the month's requests on segment keys (the upload
-// and its read-back), at the HTTP level: a blobtier Get is a HEAD and a
-// GET.
+// and its read-back), at the HTTP level: a blobtier Get is one GET (the
+// response carries the metadata), a Stat one HEAD.
 func (c costCell) segmentDollars() float64 {
 	var usd float64
 	for ok, n := range c.counts.ByOpKind {
@@ -185,9 +185,7 @@ func (c costCell) segmentDollars() float64 {
 		switch ok.Op {
 		case blobtier.OpPut, blobtier.OpCAS, blobtier.OpList:
 			usd += c.monthly(n) / 1000 * priceClassA
-		case blobtier.OpGet:
-			usd += 2 * c.monthly(n) / 1000 * priceClassB
-		case blobtier.OpStat:
+		case blobtier.OpGet, blobtier.OpStat:
 			usd += c.monthly(n) / 1000 * priceClassB
 		}
 	}
