@@ -189,6 +189,10 @@ func TestServeWaitReleasedAtShutdown(t *testing.T) {
 		}
 	}
 	l.Ack(context.Background(), "c", 1)
+	// A new connection for the wait: a pooled one from the first pulls may
+	// be closed by the server's idle timeout (its read timeout) just as the
+	// request goes out, which a POST does not retry.
+	http.DefaultClient.CloseIdleConnections()
 	go func() { done <- request(context.Background(), "POST", base+"/v1/consumers/c/pull?wait=2m") }()
 	time.Sleep(serverTimeout)
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
