@@ -121,6 +121,7 @@ func TestEvictLongRun(t *testing.T) {
 	opts := bucketlog.Options{Dir: root, Bucket: v.b, SegmentMaxBytes: evictSegMax, NoBackground: true,
 		LocalRetentionBytes: evictBudget, RemoteCacheBytes: 64 << 10}
 	l := open(t, opts)
+	first := segN(t, l, 1) // the writer's first segment id (a fencing bucket's writer starts at its cut's start_segment)
 	dir := l.Dir()
 	execs := execsOf(0, 1, 9)
 	var want []localseg.Record
@@ -165,7 +166,7 @@ func TestEvictLongRun(t *testing.T) {
 
 	// A bucket failure during a read of an evicted segment that is not
 	// cached: a storage error (503), never corruption, never a short page.
-	rule := v.fb.MustAdd(faultbucket.Rule{Op: faultbucket.OpRead, Kind: faultbucket.Refuse, Key: blobtier.SegmentKey(0, 1)})
+	rule := v.fb.MustAdd(faultbucket.Rule{Op: faultbucket.OpRead, Kind: faultbucket.Refuse, Key: blobtier.SegmentKey(0, first)})
 	for _, read := range []func() error{
 		func() error { _, err := l.Scan(ctx, 0, 10); return err },
 		func() error { _, err := l.ReadExecution(ctx, execs[0], 0, 10); return err },
@@ -252,6 +253,7 @@ func TestEvictedObjectMissingRefusesStart(t *testing.T) {
 	opts := bucketlog.Options{Dir: t.TempDir(), Bucket: v.b, SegmentMaxBytes: evictSegMax, NoBackground: true,
 		LocalRetentionBytes: 2 * evictSegMax}
 	l := open(t, opts)
+	second := segN(t, l, 2)
 	execs := execsOf(0, 1, 3)
 	ctx := ctxT(t)
 	want := make([]localseg.Record, 0, 300)
@@ -266,11 +268,11 @@ func TestEvictedObjectMissingRefusesStart(t *testing.T) {
 	if _, err := l.Ship(ctx, false); err != nil {
 		t.Fatal(err)
 	}
-	if !l.Store().IsEvicted(2) {
-		t.Fatalf("segment 2 not evicted: %+v", l.Store().RemoteStats())
+	if !l.Store().IsEvicted(second) {
+		t.Fatalf("segment %d not evicted: %+v", second, l.Store().RemoteStats())
 	}
 	closeLog(t, l)
-	key := blobtier.SegmentKey(0, 2)
+	key := blobtier.SegmentKey(0, second)
 	data, meta, err := v.b.Get(ctx, key)
 	if err != nil {
 		t.Fatal(err)
