@@ -50,6 +50,19 @@ func (s *Shipper) cleanupBound(ctx context.Context, local uint64) (uint64, error
 		return local, nil
 	}
 	m, err := watermark.AdvanceDurable(ctx, s.b, s.shard, local)
+	if watermark.Damaged(err) {
+		// As GC does (gcLocked): the owner rewrites a damaged rw with its
+		// local reclaim base, and with its own durable end (just checked
+		// against the next claim) as durable_seq, so a damaged rw does not
+		// stop tail cleanup until the next GC pass or start.
+		snap, serr := s.store.Snapshot()
+		if serr != nil {
+			return 0, serr
+		}
+		s.log.Error("the reclaim watermark is damaged; rewriting it with the local reclaim base", "err", err,
+			"seq", snap.ReclaimedSeq, "segment", snap.ReclaimedSeg, "durable_seq", local)
+		m, err = watermark.Repair(ctx, s.b, s.shard, snap.ReclaimedSeq, snap.ReclaimedSeg, max(local, known))
+	}
 	if err != nil {
 		return 0, err
 	}

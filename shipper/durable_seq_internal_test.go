@@ -12,6 +12,7 @@ import (
 	"github.com/bucketlog/bucketlog/fencing"
 	"github.com/bucketlog/bucketlog/frame"
 	"github.com/bucketlog/bucketlog/localseg"
+	"github.com/bucketlog/bucketlog/reclaim"
 	"github.com/bucketlog/bucketlog/watermark"
 )
 
@@ -170,4 +171,82 @@ func TestCleanupCommitsDurableSeq(t *testing.T) {
 	for info, err := range raw.List(ctx, 0, blobtier.KindTail) {
 		t.Fatalf("a tail object after the cleanup: %s, %v", info.Key, err)
 	}
+}
+
+// TestDurableSeqRepairNeverBackward: a damaged rw (its durable_seq lost)
+// is rewritten by the owner's GC repair with the durable end it last
+// committed, by its cleanup with its checked local durable end, and at a
+// restart with the contiguous durable end the checks found: never below
+// what was committed before the damage.
+func TestDurableSeqRepairNeverBackward(t *testing.T) {
+	ctx := context.Background()
+	raw := blobtier.New(memcas.OpenBucket(nil), blobtier.Options{Timeout: 5 * time.Second})
+	defer raw.Close()
+	dir := t.TempDir()
+	st, err := localseg.Open(dir, localseg.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { st.Close() }()
+	n := 0
+	appendSeal := func(s *Shipper, k int) {
+		t.Helper()
+		for range k {
+			n++
+			if _, err := st.Append(localseg.Event{ExecutionID: "a", TransactionID: fmt.Sprint(n), Payload: `{}`}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.Ship(ctx, false); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Seal(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.maintain(ctx, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	damage := func() {
+		t.Helper()
+		if err := raw.Put(ctx, blobtier.WatermarkKey(0), []byte(`{"seq":`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	durable := func(what string, want uint64) {
+		t.Helper()
+		m, _, err := watermark.Read(ctx, raw, 0)
+		if err != nil || m.Durable() < want {
+			t.Fatalf("%s: rw %+v, %v; want durable_seq at least %d", what, m, err, want)
+		}
+	}
+	o := Options{TailReplication: true, TailInterval: time.Hour, SyncWait: time.Second, StartupTimeout: time.Second, UploadRetryMax: time.Second}
+	s, err := New(ctx, st, raw, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendSeal(s, 3)
+	durable("after the first cleanup", 3)
+
+	damage()
+	if _, err := s.GC(ctx, reclaim.Policy{}, false); err != nil {
+		t.Fatal(err)
+	}
+	durable("after GC's repair", 3)
+
+	damage()
+	appendSeal(s, 3)
+	durable("after the cleanup's repair", 6)
+	for info, err := range raw.List(ctx, 0, blobtier.KindTail) {
+		t.Fatalf("a tail object after the repairing cleanup: %s, %v", info.Key, err)
+	}
+	s.Close(time.Second)
+
+	damage()
+	s, err = New(ctx, st, raw, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(time.Second)
+	durable("after the repair at start", 6)
 }
