@@ -31,8 +31,10 @@ type CleanupResult struct {
 
 // CleanupTail deletes the shard's tail objects that a durable segment
 // already covers: those whose last sequence is at or below
-// contiguousDurableSeq, which the caller computes with watermark.Contiguous
-// (never a maximum over the durable segments). Keys it does not understand
+// contiguousDurableSeq. With a bucket that holds rw, the caller passes the
+// committed rw.durable_seq (docs/FORMAT.md §6.5), never a purely local mark;
+// it is itself committed from watermark.Contiguous (never a maximum over the
+// durable segments). Keys it does not understand
 // are kept and counted. A failed delete is counted, the object counts as
 // retained, and the next pass tries again; only a failed listing returns an
 // error (with the counts so far).

@@ -63,8 +63,10 @@
 // # Tail cleanup
 //
 // CleanupTail deletes the shard's tail objects whose last sequence is at or
-// below the contiguous durable watermark (watermark.Contiguous: it stops at
-// the first segment not yet durable, never a maximum over durable ones).
+// below the bound it is given: the committed rw.durable_seq (docs/FORMAT.md
+// §6.5), which the shipper commits from the contiguous durable watermark
+// (watermark.Contiguous: it stops at the first segment not yet durable,
+// never a maximum over durable ones) before it cleans up.
 // Keys it does not understand are kept and counted as unparsed; the result
 // reports reclaimed, bytes (sized from the listing, before the delete),
 // failed and retained.

@@ -98,7 +98,10 @@ func (s *Shipper) gcLocked(ctx context.Context, pol reclaim.Policy, explicit, sw
 		// runs the pass again.
 		s.log.Error("the reclaim watermark is damaged; rewriting it with the local reclaim base", "err", err,
 			"seq", before.ReclaimedSeq, "segment", before.ReclaimedSeg)
-		if _, rerr := watermark.Repair(ctx, s.b, s.shard, before.ReclaimedSeq, before.ReclaimedSeg); rerr != nil {
+		s.mu.Lock()
+		durable := s.wm.Durable() // the highest committed durable end this process knows
+		s.mu.Unlock()
+		if _, rerr := watermark.Repair(ctx, s.b, s.shard, before.ReclaimedSeq, before.ReclaimedSeg, durable); rerr != nil {
 			return rep, errors.Join(err, rerr)
 		}
 		res, err = reclaim.SharedWith(ctx, s.store, s.b, s.shard, reclaim.Owner, pol, s.isDurable, reclaim.SharedOptions{})

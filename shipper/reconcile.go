@@ -219,7 +219,9 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 		seq, seg := repairTarget(snap, lowRetained)
 		s.log.Error("the reclaim watermark is damaged; rewriting it", "seq", seq, "segment", seg,
 			"local_reclaimed_seq", snap.ReclaimedSeq, "lowest_retained_seq", lowRetained)
-		if wm, err = watermark.Repair(ctx, s.b, s.shard, seq, seg); err != nil {
+		// durable_seq: the contiguous durable end the checks found.
+		durable, _ := s.contiguous()
+		if wm, err = watermark.Repair(ctx, s.b, s.shard, seq, seg, durable); err != nil {
 			return fmt.Errorf("repair the reclaim watermark: %w", err)
 		}
 		if wm.Segment > snap.ReclaimedSeg {

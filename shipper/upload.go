@@ -176,7 +176,7 @@ const maxCleanupMisses = 3
 // when the contiguous durable watermark moved, the last pass left work, or
 // a tail object this process committed is superseded and not yet deleted,
 // so an idle shard issues no request.
-func (s *Shipper) cleanupLocked(ctx context.Context) error {
+func (s *Shipper) cleanupLocked(ctx context.Context) (err error) {
 	seq, _ := s.contiguous()
 	s.mu.Lock()
 	due := seq > s.cleanedThrough || s.cleanupDirty
@@ -188,6 +188,12 @@ func (s *Shipper) cleanupLocked(ctx context.Context) error {
 		return nil
 	}
 	if err := s.checkCleanupFence(ctx); err != nil {
+		return err
+	}
+	if seq, err = s.cleanupBound(ctx, seq); err != nil {
+		s.mu.Lock()
+		s.cleanupDirty = true
+		s.mu.Unlock()
 		return err
 	}
 	res, err := reclaim.CleanupTail(ctx, s.b, s.shard, seq)

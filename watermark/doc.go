@@ -11,7 +11,12 @@
 // Every event at or below N and every segment at or below M is reclaimed,
 // or about to be: cold loads and non-owner reads skip them, so a reclaim that
 // crashes after committing the mark leaves only orphans that no reader
-// looks at. K grows by one with every write so that no two writes are
+// looks at. An optional "durable_seq":D (written only when D > N; absent or
+// below N it reads as N, see Mark.Durable) is the committed durable end:
+// every event at or below D is in a durable segment of the shard's
+// lineage, and tail cleanup deletes only tail objects at or below it.
+// AdvanceDurable moves it up by compare-and-swap; Advance keeps it; Repair
+// writes the durable end its caller passes. K grows by one with every write so that no two writes are
 // byte-identical (an S3 ETag is the MD5 of the content). Decode is strict
 // about the three fields (present, non-negative integers, one object and
 // nothing after it) and ignores unknown ones. An absent object is the zero
@@ -19,7 +24,8 @@
 //
 // # Monotonic
 //
-// Advance never moves the mark backward, also under concurrent writers: it
+// Advance never moves the mark backward, also under concurrent writers (nor
+// does AdvanceDurable move durable_seq backward): it
 // reads the mark and its version token, returns the stored mark when it
 // already covers the target, and otherwise writes the target by
 // compare-and-swap on that token, re-reading and retrying (bounded, with

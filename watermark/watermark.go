@@ -47,13 +47,36 @@ type Mark struct {
 	Seq     uint64 `json:"seq"`
 	Segment uint64 `json:"segment"`
 	V       uint64 `json:"v"`
+	// DurableSeq is the committed durable end (docs/FORMAT.md §6.5): every
+	// event at or below it is in a durable segment of the shard's lineage,
+	// so tail cleanup may delete tail objects whose last sequence is at or
+	// below it. Kept canonical: 0 (absent: it reads as Seq, see Durable)
+	// or above Seq.
+	DurableSeq uint64 `json:"durable_seq,omitempty"`
 }
 
 // AtLeast reports whether m covers seq and segment on both coordinates.
 func (m Mark) AtLeast(seq, segment uint64) bool { return m.Seq >= seq && m.Segment >= segment }
 
-// Encode returns the object body {"seq":N,"segment":M,"v":K}.
+// Durable returns the committed durable end: DurableSeq, never below Seq.
+func (m Mark) Durable() uint64 { return max(m.DurableSeq, m.Seq) }
+
+// above is the canonical DurableSeq: d when it is above seq, else 0.
+func above(d, seq uint64) uint64 {
+	if d > seq {
+		return d
+	}
+	return 0
+}
+
+// Encode returns the object body {"seq":N,"segment":M,"v":K}, with
+// ,"durable_seq":D before the brace when D is above N (a missing field
+// reads as N, so the body of a mark whose durable end is its seq is the
+// legacy one).
 func (m Mark) Encode() []byte {
+	if d := m.Durable(); d > m.Seq {
+		return fmt.Appendf(nil, `{"seq":%d,"segment":%d,"v":%d,"durable_seq":%d}`, m.Seq, m.Segment, m.V, d)
+	}
 	return fmt.Appendf(nil, `{"seq":%d,"segment":%d,"v":%d}`, m.Seq, m.Segment, m.V)
 }
 
@@ -61,11 +84,14 @@ func (m Mark) Encode() []byte {
 // object carrying all three fields as non-negative integers, with nothing
 // after it; unknown fields are ignored (a newer writer may add some). A
 // positive Seq in segment 0 is refused: events live in segments 1 and up.
+// An optional "durable_seq" sets DurableSeq; absent or below Seq it reads
+// as Seq.
 func Decode(b []byte) (Mark, error) {
 	var raw struct {
 		Seq     *uint64 `json:"seq"`
 		Segment *uint64 `json:"segment"`
 		V       *uint64 `json:"v"`
+		Durable *uint64 `json:"durable_seq"`
 	}
 	// A body must be an object; json.Unmarshal would accept "null" and leave
 	// every field nil, which the checks below report, but a clearer error
@@ -85,6 +111,10 @@ func Decode(b []byte) (Mark, error) {
 		return Mark{}, fmt.Errorf("%w: missing \"v\"", ErrMalformed)
 	}
 	m := Mark{Seq: *raw.Seq, Segment: *raw.Segment, V: *raw.V}
+	if raw.Durable != nil {
+		m.DurableSeq = *raw.Durable
+	}
+	m.DurableSeq = above(m.DurableSeq, m.Seq)
 	if m.Seq > 0 && m.Segment == 0 {
 		return Mark{}, fmt.Errorf("%w: sequence %d in segment 0", ErrMalformed, m.Seq)
 	}
@@ -163,8 +193,10 @@ func Damaged(err error) bool {
 // object ever deleted is at or below its base, and a restore that skips
 // what the repaired mark covers skips nothing that still matters — while a
 // damaged watermark would stop GC and every restore. V restarts from the
-// clock so it stays above any counter it replaces.
-func Repair(ctx context.Context, b Swapper, shard uint32, seq, segment uint64) (Mark, error) {
+// clock so it stays above any counter it replaces. durable is the repaired
+// durable_seq (raised to seq): the owner passes the highest durable end it
+// knows committed, so a repair does not move durable_seq backward.
+func Repair(ctx context.Context, b Swapper, shard uint32, seq, segment, durable uint64) (Mark, error) {
 	if !b.CanCAS() {
 		return Mark{}, fmt.Errorf("repair watermark of shard %d: %w", shard, blobtier.ErrUnsupported)
 	}
@@ -176,7 +208,7 @@ func Repair(ctx context.Context, b Swapper, shard uint32, seq, segment uint64) (
 	case !Damaged(err) || ver == "":
 		return Mark{}, err
 	}
-	next := Mark{Seq: seq, Segment: segment, V: uint64(time.Now().UnixNano())}
+	next := Mark{Seq: seq, Segment: segment, V: uint64(time.Now().UnixNano()), DurableSeq: above(durable, seq)}
 	if err := b.CompareAndSwap(ctx, key, next.Encode(), ver); err != nil {
 		return Mark{}, fmt.Errorf("repair watermark %s: %w", key, err)
 	}
@@ -214,7 +246,8 @@ func Advance(ctx context.Context, b Swapper, shard uint32, seq, segment uint64) 
 			return cur, fmt.Errorf("advance watermark %s to seq %d segment %d over seq %d segment %d: %w",
 				key, seq, segment, cur.Seq, cur.Segment, ErrInconsistent)
 		}
-		next := Mark{Seq: seq, Segment: segment, V: cur.V + 1}
+		// durable_seq is kept (never backward), raised to the new seq.
+		next := Mark{Seq: seq, Segment: segment, V: cur.V + 1, DurableSeq: above(cur.DurableSeq, seq)}
 		err = b.CompareAndSwap(ctx, key, next.Encode(), ver)
 		if err == nil {
 			return next, nil
@@ -227,6 +260,43 @@ func Advance(ctx context.Context, b Swapper, shard uint32, seq, segment uint64) 
 		}
 	}
 	return Mark{}, fmt.Errorf("advance watermark %s after %d attempts: %w", key, MaxAttempts, ErrContention)
+}
+
+// AdvanceDurable moves the shard's committed durable end (the mark's
+// DurableSeq) up to durable and returns the mark stored afterwards; seq,
+// segment and the other fields are kept. Like Advance it never moves
+// backward: when the stored durable end is at or above durable it returns
+// the stored mark and writes nothing; otherwise it writes by
+// compare-and-swap on the version it read, retrying when another writer
+// won. An absent object is created (seq and segment 0). The caller passes
+// its own contiguous durable end, never more.
+func AdvanceDurable(ctx context.Context, b Swapper, shard uint32, durable uint64) (Mark, error) {
+	if !b.CanCAS() {
+		return Mark{}, fmt.Errorf("advance the durable end of shard %d: %w", shard, blobtier.ErrUnsupported)
+	}
+	key := blobtier.WatermarkKey(shard)
+	for attempt := 0; attempt < MaxAttempts; attempt++ {
+		cur, ver, err := Read(ctx, b, shard)
+		if err != nil {
+			return Mark{}, err
+		}
+		if cur.Durable() >= durable {
+			return cur, nil
+		}
+		next := cur
+		next.V, next.DurableSeq = cur.V+1, durable
+		err = b.CompareAndSwap(ctx, key, next.Encode(), ver)
+		if err == nil {
+			return next, nil
+		}
+		if !errors.Is(err, blobtier.ErrPrecondition) {
+			return Mark{}, fmt.Errorf("advance the durable end %s: %w", key, err)
+		}
+		if err := pause(ctx, attempt); err != nil {
+			return Mark{}, fmt.Errorf("advance the durable end %s: %w", key, err)
+		}
+	}
+	return Mark{}, fmt.Errorf("advance the durable end %s after %d attempts: %w", key, MaxAttempts, ErrContention)
 }
 
 // pause waits a random time that grows with the attempt (full jitter, capped

@@ -342,7 +342,7 @@ func TestContiguous(t *testing.T) {
 func TestRepairReplacesADamagedMark(t *testing.T) {
 	ctx := context.Background()
 	b := &fakeCAS{cas: true, data: []byte(`{"seq":1}`), gen: 1}
-	m, err := watermark.Repair(ctx, b, 3, 40, 4)
+	m, err := watermark.Repair(ctx, b, 3, 40, 4, 0)
 	if err != nil || m.Seq != 40 || m.Segment != 4 || b.writes != 1 {
 		t.Fatalf("repair: %+v %v (writes %d)", m, err, b.writes)
 	}
@@ -354,7 +354,7 @@ func TestRepairReplacesADamagedMark(t *testing.T) {
 	}
 	// A healthy mark: Repair reads it and writes nothing, even a lower one.
 	writes := b.writes
-	if got, err := watermark.Repair(ctx, b, 3, 10, 1); err != nil || got.Seq != 60 || b.writes != writes {
+	if got, err := watermark.Repair(ctx, b, 3, 10, 1, 0); err != nil || got.Seq != 60 || b.writes != writes {
 		t.Fatalf("repair of a healthy mark: %+v %v (writes %d→%d)", got, err, writes, b.writes)
 	}
 }

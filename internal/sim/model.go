@@ -37,6 +37,7 @@ type model struct {
 	syncAcked uint64 // highest sequence a synchronous append confirmed
 	reclaimed uint64 // highest reclaimed-through sequence the engine reported (base-1)
 	wm        uint64 // highest watermark seq read from the bucket
+	durable   uint64 // highest rw durable_seq read from the bucket (since its last damage)
 	cur       uint64 // highest cursor shipped_through read from the bucket
 
 	live    map[string]bool // consumers the model knows alive

@@ -352,6 +352,15 @@ func (r *run) check(ctx context.Context) *violation {
 				r.m.wm = m.Seq
 			}
 			r.m.wm = max(r.m.wm, m.Seq)
+			// durable_seq never moves backward; a damaged rw's value is
+			// lost, and its owner's repair may then write it lower.
+			if d := m.Durable(); d < r.m.durable && !r.wmDamaged {
+				return fail("durable-seq-backward", "rw's durable_seq moved from %d to %d", r.m.durable, d)
+			} else if d < r.m.durable {
+				r.logf("  (the damaged watermark was repaired with durable_seq %d, below %d)", d, r.m.durable)
+				r.m.durable = d
+			}
+			r.m.durable = max(r.m.durable, m.Durable())
 			r.wmDamaged = false
 		} else {
 			r.wmDamaged = true
