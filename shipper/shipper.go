@@ -198,9 +198,12 @@ type Options struct {
 	TailReplication    bool // ship the unsealed tail (else segments only)
 	DisableTailCleanup bool
 	TailInterval       time.Duration // the tick of seal-by-age and tail shipping
-	SyncWait           time.Duration // how long a synchronous append waits
-	StartupTimeout     time.Duration // how long New retries a failing bucket
-	UploadRetryMax     time.Duration // the longest pause between upload retries
+	// CursorInterval spaces the periodic tick's writes of the cursor
+	// object (0: CursorTicks ticks): see tail.go, shipTailPass.
+	CursorInterval time.Duration
+	SyncWait       time.Duration // how long a synchronous append waits
+	StartupTimeout time.Duration // how long New retries a failing bucket
+	UploadRetryMax time.Duration // the longest pause between upload retries
 	// Policy is the periodic GC policy; GCInterval > 0 with Policy.Enabled
 	// runs it from the maintenance loop.
 	Policy     reclaim.Policy

@@ -14,7 +14,28 @@ import (
 // shipTail is one tail pass: tailbatch's own loop (Prepare, Upload, then
 // Commit or Fail per batch, then the cursor object), with the shipper's
 // books kept in its hooks.
-func (s *Shipper) shipTail(ctx context.Context) error { return s.shipTailPass(ctx, false) }
+func (s *Shipper) shipTail(ctx context.Context) error { return s.shipTailPass(ctx, passExplicit) }
+
+// A pass is one of three kinds, which differ only in when they leave the
+// cursor object to a later pass.
+type passKind int
+
+const (
+	passExplicit passKind = iota // Ship, Close's final shipment, a one-shot sync wait: always writes it
+	passTick                     // the periodic tick: at most once per cursor interval
+	passSync                     // kicked by a synchronous append: at most once per tick interval
+)
+
+// CursorTicks is the default cursor interval in ticks: at the default
+// 15 s tick the cursor object is written at most once a minute.
+const CursorTicks = 4
+
+func (s *Shipper) cursorInterval() time.Duration {
+	if s.o.CursorInterval > 0 {
+		return s.o.CursorInterval
+	}
+	return CursorTicks * s.o.TailInterval
+}
 
 // shipTailPass is shipTail. Synchronous appenders are woken as each batch
 // commits (its put done, the fence HEAD passed, the shipped position
@@ -23,17 +44,29 @@ func (s *Shipper) shipTail(ctx context.Context) error { return s.shipTailPass(ct
 // no part of an acknowledgement. A pass a synchronous append kicked
 // (forSync) also leaves the cursor object to the next periodic tick while
 // one was written within the tick interval, so the next group's put does
-// not wait behind its three requests: the object lags the tail by at most
-// about one tick, as in asynchronous mode.
-func (s *Shipper) shipTailPass(ctx context.Context, forSync bool) error {
+// not wait behind its three requests. The periodic tick writes it for a
+// move of shipped_through alone at most once per cursor interval (four
+// ticks by default), and at once when the consumers changed: the position
+// is no part of what a restore needs for the events (it appends every tail
+// object beyond it), and on an active shard the object's GET and
+// compare-and-swap were half the requests of every tick. So the object's
+// shipped_through lags the tail by at most one cursor interval; Ship and
+// Close's final shipment always write it.
+func (s *Shipper) shipTailPass(ctx context.Context, kind passKind) error {
 	if err := s.stopped(); err != nil {
 		return err
 	}
-	deferCursor := false
-	if forSync {
+	// deferCursor (a sync pass) holds the whole object back, holdPosition
+	// (a periodic tick) only a move of shipped_through: a change of the
+	// consumers is still written at the next tick, since a trailing Ack or
+	// delete rides in no tail object.
+	deferCursor, holdPosition := false, false
+	if kind != passExplicit {
 		s.mu.Lock()
-		deferCursor = s.o.Now().Sub(s.cursorAt) < s.o.TailInterval
+		since, written := s.o.Now().Sub(s.cursorAt), !s.cursorAt.IsZero()
 		s.mu.Unlock()
+		deferCursor = kind == passSync && written && since < s.o.TailInterval
+		holdPosition = kind == passTick && written && since < s.cursorInterval()
 	}
 	// A held cursor object is rebuilt first once its segments are put
 	// again; a failed rebuild does not keep the tail from shipping.
@@ -84,6 +117,7 @@ func (s *Shipper) shipTailPass(ctx context.Context, forSync bool) error {
 		},
 		CursorOnlyAfterSuccess: true,
 		HoldCursor:             func() bool { return deferCursor || s.cursorHeld() },
+		HoldPosition:           func() bool { return holdPosition },
 	}
 	if s.fencingOn() {
 		// The 412 rule with the epoch: a newer occupant fences us, an older

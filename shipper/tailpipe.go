@@ -85,9 +85,9 @@ func (s *Shipper) tickLoop(ctx context.Context) {
 		if forSync {
 			inFlight++
 			launchedTip = s.store.Tip()
-			go func() { done <- s.shipTailPass(ctx, true) }()
+			go func() { done <- s.shipTailPass(ctx, passSync) }()
 			continue
 		}
-		finished(s.shipTailPass(ctx, false))
+		finished(s.shipTailPass(ctx, passTick))
 	}
 }

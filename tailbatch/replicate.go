@@ -154,6 +154,12 @@ type Hooks struct {
 	// cursor object at all (the engine holds a damaged one back until the
 	// objects its rebuild would vouch for are in the bucket again).
 	HoldCursor func() bool
+	// HoldPosition, when it returns true, keeps the pass from writing the
+	// cursor object for a move of the shipped position alone: it is
+	// written only when the consumers changed (an Ack or a delete after
+	// the last event rides in no tail object; its only bucket copy is the
+	// cursor object).
+	HoldPosition func() bool
 }
 
 // ReplicateWith is Replicate with hooks.
@@ -216,20 +222,21 @@ func (r *Replicator) ReplicateWith(ctx context.Context, src Source, b Bucket, h 
 		return res, failure
 	}
 	var cerr error
-	res.Cursor, res.CursorWritten, cerr = r.syncCursorIfDue(ctx, src, b)
+	res.Cursor, res.CursorWritten, cerr = r.syncCursorIfDue(ctx, src, b, h.HoldPosition != nil && h.HoldPosition())
 	res.CursorFailed = cerr != nil
 	return res, errors.Join(failure, cerr)
 }
 
 // syncCursorIfDue writes the cursor object when the shipped position moved
-// past the last one written or src's consumers changed since. The shipped
+// past the last one written (unless holdPosition) or src's consumers
+// changed since. The shipped
 // position is read before the consumers snapshot and caps the object's
 // shipped_through: a restore trusts the object's consumers for every frame
 // up to its shipped_through, so the snapshot must be no older than the
 // frame of shipped_through; a position read after the snapshot could name
 // frames (a consumer created meanwhile) the snapshot has not seen. Both are
 // read under cursorMu, so a later write never carries an older snapshot.
-func (r *Replicator) syncCursorIfDue(ctx context.Context, src Source, b CursorStore) (Cursor, bool, error) {
+func (r *Replicator) syncCursorIfDue(ctx context.Context, src Source, b CursorStore, holdPosition bool) (Cursor, bool, error) {
 	r.cursorMu.Lock()
 	defer r.cursorMu.Unlock()
 	through := r.ShippedThrough()
@@ -238,7 +245,8 @@ func (r *Replicator) syncCursorIfDue(ctx context.Context, src Source, b CursorSt
 		return Cursor{}, false, fmt.Errorf("tailbatch: shard %d: consumers for the cursor object: %w", r.shard, err)
 	}
 	r.mu.Lock()
-	due := r.shipped > r.cursorShipped || !maps.Equal(r.cursorConsumers, consumers) || !maps.Equal(r.cursorDeleted, deleted)
+	moved := r.shipped > r.cursorShipped && !holdPosition
+	due := moved || !maps.Equal(r.cursorConsumers, consumers) || !maps.Equal(r.cursorDeleted, deleted)
 	r.mu.Unlock()
 	if !due {
 		return Cursor{}, false, nil
