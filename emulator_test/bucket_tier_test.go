@@ -115,8 +115,9 @@ func bucketTier(t *testing.T, be backend) {
 	maxSeen := maxSegmentID(segs)
 	if rr.FirstSeq != 1 || rr.LastSeq != 3000 || rr.Segments != nSealed || rr.SegmentBytes != sealed ||
 		rr.TailRecords != 0 || rr.Consumers != 2 || len(rr.ClampedCursors) != 0 || rr.NextSegment <= maxSeen ||
-		// Read: the cursor object and every segment (no watermark, no tail).
-		rr.Objects != nSealed+1 || rr.Bytes != sealed {
+		// Read: the cursor object, the watermark object (tail cleanup
+		// commits its durable_seq there) and every segment; no tail.
+		rr.Objects != nSealed+2 || rr.Bytes != sealed {
 		t.Fatalf("restore report: %+v (bucket's highest segment id %d)", rr, maxSeen)
 	}
 	r := open(t, bucketlog.Options{Dir: root2, ShardIndex: 0, ShardCount: shards, Bucket: v.b, SegmentMaxBytes: 4096, NoBackground: true})
