@@ -365,7 +365,7 @@ func asyncCost(ctx context.Context, env *harness.Env, rate int) (costCell, error
 	}
 	ticksPerMonth := float64(secondsPerMonth) / interval.Seconds()
 	cell.perMonth = ticksPerMonth / float64(ticks)
-	cell.window = fmt.Sprintf("simulated %v (%d ticks of %v, Ship per tick, clock moved per tick) ×%.0f; %s appended, %d segment puts; %d B payloads",
+	cell.window = fmt.Sprintf("simulated %v (%d ticks of %v, Log.Tick per tick, clock moved per tick) ×%.0f; %s appended, %d segment puts; %d B payloads",
 		time.Duration(ticks)*interval, ticks, interval, cell.perMonth, mibLabel(b1-b0), cell.counts.Writes(blobtier.KindSegment), costPayload)
 	return cell, nil
 }
