@@ -75,3 +75,36 @@ func TestPeriodicTicksSpaceTheCursorObject(t *testing.T) {
 		t.Fatalf("an explicit Ship left the cursor object at %d", got)
 	}
 }
+
+// TestTickSpacesTheCursorObject: Log.Tick, the periodic pass run by hand
+// on a simulated clock, follows the same rule: the cursor object's
+// shipped_through moves once per four ticks of appends.
+func TestTickSpacesTheCursorObject(t *testing.T) {
+	shared := casBucket(t)
+	v := newView(shared)
+	clock := &testClock{now: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	o := fenceOpts(t.TempDir(), v, false)
+	o.Now, o.TailInterval = clock.Now, 15*time.Second
+	l := mustOpen(t, o)
+	defer l.Close()
+	var moves int
+	last := uint64(0)
+	for i := 1; i <= 12; i++ {
+		if _, err := l.Append(ctxT(t), ev("w", i)); err != nil {
+			t.Fatal(err)
+		}
+		clock.add(o.TailInterval)
+		if _, err := l.Tick(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		if l.ShippedThrough() != uint64(i) {
+			t.Fatalf("tick %d shipped through %d", i, l.ShippedThrough())
+		}
+		if got := cursorShipped(t, shared); got != last {
+			moves, last = moves+1, got
+		}
+	}
+	if moves < 3 || moves > 4 {
+		t.Fatalf("the cursor object moved %d times in 12 ticks, want once per 4", moves)
+	}
+}

@@ -28,6 +28,21 @@ func (l *Log) Ship(ctx context.Context, sealActive bool) (ShipReport, error) {
 	return l.ship.Ship(ctx, sealActive)
 }
 
+// Tick runs, now, the pass the periodic tick of a log with background work
+// runs (Ship without sealing the active segment; the cursor object's
+// shipped_through is written at most once per four ticks unless the
+// consumers changed), for a caller that drives a log opened with
+// NoBackground on its own clock.
+func (l *Log) Tick(ctx context.Context) (ShipReport, error) {
+	if err := l.writable(); err != nil {
+		return ShipReport{Shard: l.own.Index}, err
+	}
+	if l.ship == nil {
+		return ShipReport{Shard: l.own.Index}, usagef("tick needs a bucket")
+	}
+	return l.ship.Tick(ctx)
+}
+
 // RestoreOptions configure Restore.
 type RestoreOptions struct {
 	BucketURL string

@@ -22,6 +22,19 @@ type ShipReport struct {
 // sealActive), upload sealed segments, ship the tail and the cursor object,
 // and clean up superseded tail objects.
 func (s *Shipper) Ship(ctx context.Context, sealActive bool) (ShipReport, error) {
+	return s.ship(ctx, sealActive, passExplicit)
+}
+
+// Tick is the pass the engine's periodic tick runs, run now: Ship without
+// sealing the active segment, with the tick's rule for the cursor object
+// (a move of shipped_through alone is written at most once per cursor
+// interval). For a log opened without background work that a caller
+// drives on its own clock.
+func (s *Shipper) Tick(ctx context.Context) (ShipReport, error) {
+	return s.ship(ctx, false, passTick)
+}
+
+func (s *Shipper) ship(ctx context.Context, sealActive bool, kind passKind) (ShipReport, error) {
 	rep := ShipReport{Shard: int(s.shard)}
 	var err error
 	if sealActive {
@@ -40,7 +53,7 @@ func (s *Shipper) Ship(ctx context.Context, sealActive bool) (ShipReport, error)
 	s.maint.Unlock()
 	// A segment that cannot upload must not keep the tail from shipping:
 	// the tail covers its events meanwhile.
-	if terr := s.shipTail(ctx); terr != nil || err != nil {
+	if terr := s.shipTailPass(ctx, kind); terr != nil || err != nil {
 		return rep, errors.Join(err, terr)
 	}
 	if !s.o.DisableTailCleanup {

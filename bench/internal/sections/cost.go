@@ -290,7 +290,7 @@ func subMethods(a, b map[string]int64) map[string]int64 {
 
 // asyncCost drives one async shard with a simulated clock: the engine's
 // background loops off (NoBackground), and per tick rate×15 s events
-// appended, the clock moved by the default tick, one Log.Ship (the tick the
+// appended, the clock moved by the default tick, one Log.Tick (the pass the
 // engine's ticker would run, with the uploads and seals by age it does).
 // Two warm-up ticks (the first cursor object, the open's leftovers) are not
 // counted. A month is the window's requests × ticks per month ÷ ticks
@@ -318,7 +318,7 @@ func asyncCost(ctx context.Context, env *harness.Env, rate int) (costCell, error
 			return err
 		}
 		clock.Advance(interval)
-		_, err := l.Ship(ctx, false)
+		_, err := l.Tick(ctx)
 		return err
 	}
 	if rate == 0 {
@@ -365,7 +365,7 @@ func asyncCost(ctx context.Context, env *harness.Env, rate int) (costCell, error
 	}
 	ticksPerMonth := float64(secondsPerMonth) / interval.Seconds()
 	cell.perMonth = ticksPerMonth / float64(ticks)
-	cell.window = fmt.Sprintf("simulated %v (%d ticks of %v, Ship per tick, clock moved per tick) ×%.0f; %s appended, %d segment puts; %d B payloads",
+	cell.window = fmt.Sprintf("simulated %v (%d ticks of %v, Log.Tick per tick, clock moved per tick) ×%.0f; %s appended, %d segment puts; %d B payloads",
 		time.Duration(ticks)*interval, ticks, interval, cell.perMonth, mibLabel(b1-b0), cell.counts.Writes(blobtier.KindSegment), costPayload)
 	return cell, nil
 }
