@@ -200,7 +200,14 @@ func (r *run) opShip(ctx context.Context, seal bool) *violation {
 	// store or a stopped shipper excuses the tail.
 	_, why := r.w.log.Health()
 	ready := !strings.Contains(why, "poisoned") && !strings.Contains(why, "second writer")
-	rep, err := r.w.log.Ship(ctx, seal)
+	// Without a seal the pass is the periodic tick's (Log.Tick: the cursor
+	// object's shipped_through written at most once per four ticks), as a
+	// background engine runs it; with one, an explicit Ship.
+	ship := r.w.log.Tick
+	if seal {
+		ship = func(ctx context.Context) (bucketlog.ShipReport, error) { return r.w.log.Ship(ctx, true) }
+	}
+	rep, err := ship(ctx)
 	r.logf("ship seal=%v +%s -> shipped %d tip %d %s", seal, d, rep.ShippedThrough, rep.Tip, errClass(err))
 	r.noteShipped(err)
 	r.noteEvicted() // evict.go
