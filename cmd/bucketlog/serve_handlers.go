@@ -173,15 +173,12 @@ func (a *api) appendEvents(w http.ResponseWriter, r *http.Request, l *bucketlog.
 	}
 	if batch {
 		res, err := l.AppendBatch(r.Context(), evs)
-		out := batchOutput{Action: actionAppendBatch, Appended: res.Appended, FirstSequence: res.FirstSequence, LastSequence: res.LastSequence, Duplicates: res.Duplicates}
-		switch {
-		case errors.Is(err, bucketlog.ErrNotInBucket):
-			writeError(w, out, notInBucket(err, res.FirstSequence, res.LastSequence))
-		case err != nil:
-			writeError(w, nil, err)
-		default:
-			writeBody(w, appendStatus(res.Appended > 0), out)
+		out, report, err := batchAnswer(len(evs), res, err)
+		if err != nil {
+			writeError(w, report, err)
+			return
 		}
+		writeBody(w, appendStatus(res.Appended > 0), out)
 		return
 	}
 	ev := evs[0]
