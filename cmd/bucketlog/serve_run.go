@@ -40,7 +40,7 @@ Once listening it prints one line on stdout:
 (--listen with port 0 picks a free port; the line has the real one). The
 shard is opened after that: until it has recovered (and, with a bucket,
 reconciled with or hydrated from it) every /v1 request and /readyz answer
-503. If opening fails, a second line {"error","class"} follows and serve
+503, but /v1/status: 200, state "opening". If opening fails, a second line {"error","class"} follows and serve
 exits with the class's code. An empty shard directory is hydrated from the
 bucket: the log then ends where the bucket's copy ends, and in asynchronous
 mode the sequences of the lost disk's last tick (acknowledged, never shipped)
