@@ -208,7 +208,7 @@ func (l *Log) Close() error {
 	if !l.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	l.store.ReleaseWaiters() // waits end now, not after the last shipment
+	l.store.ReleaseWaiters() // tip waits (Wait, Follow, PullWait) end now; sync appends after the last shipment
 	if l.cancel != nil {
 		l.cancel()
 	}

@@ -15,7 +15,8 @@ type Status struct {
 	// State is "ready" (takes appends, the bucket ships), "degraded"
 	// (takes appends, the bucket is failing: events are durable on the
 	// local disk only), "not_ready" (refuses appends: Reason says why) or
-	// "stopped" (a second writer, or fenced: nothing ships).
+	// "stopped" (a second writer, or fenced: nothing ships); serve answers
+	// "opening" before the engine is open (nothing else known yet).
 	State  string `json:"state"`
 	Ready  bool   `json:"ready"`
 	Reason string `json:"reason,omitempty"`

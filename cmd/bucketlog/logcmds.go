@@ -79,6 +79,7 @@ type batchOutput struct {
 	FirstSequence uint64               `json:"first_sequence"`
 	LastSequence  uint64               `json:"last_sequence"`
 	Duplicates    []localseg.Duplicate `json:"duplicates,omitempty"`
+	DurablePrefix int                  `json:"durable_prefix,omitempty"` // on an error: events[:DurablePrefix] are durable (batchAnswer)
 }
 
 type scanOutput struct {
@@ -293,12 +294,9 @@ func runAppend(c *cli, args []string) int {
 	if batch {
 		res, err := l.AppendBatch(c.ctx, evs)
 		c.closeLog(l)
-		out := batchOutput{Action: actionAppendBatch, Appended: res.Appended, FirstSequence: res.FirstSequence, LastSequence: res.LastSequence, Duplicates: res.Duplicates}
-		switch {
-		case errors.Is(err, bucketlog.ErrNotInBucket):
-			return c.failWith(out, notInBucket(err, res.FirstSequence, res.LastSequence))
-		case err != nil:
-			return c.fail(err)
+		out, report, err := batchAnswer(len(evs), res, err)
+		if err != nil {
+			return c.failWith(report, err)
 		}
 		return c.emit(out)
 	}

@@ -120,7 +120,7 @@ func newAPI(cfg apiConfig) *api {
 	handle("GET /v1/consumers/{name}", a.ready(a.getConsumer))
 	handle("GET /healthz", http.HandlerFunc(a.healthz))
 	handle("GET /readyz", http.HandlerFunc(a.readyz))
-	handle("GET /v1/status", a.ready(a.status))
+	handle("GET /v1/status", http.HandlerFunc(a.status))
 	if cfg.gatherer != nil {
 		handle("GET /metrics", promhttp.HandlerFor(cfg.gatherer, promhttp.HandlerOpts{}))
 	}

@@ -27,35 +27,42 @@ var errBusy = fmt.Errorf("%w: the server is reading as many request bytes as it 
 // than the one sent).
 //
 // Before a byte is read the body's size is reserved in the server's
-// in-flight budget (its Content-Length, or the whole cap for a body sent
-// without one); a body the budget has no room for is refused at once with
-// 503 and Retry-After, never buffered or queued. The caller calls release
-// once it no longer holds the body or anything decoded from it (release is
-// never nil).
+// in-flight budget (its Content-Length); a body sent without one reserves
+// as it is read, bodyStep bytes ahead (budgetReader). A body the budget has
+// no room for is refused with 503 and Retry-After, never buffered or
+// queued: at once, or midway for one without Content-Length. The caller
+// calls release once it no longer holds the body or anything decoded from
+// it (release is never nil).
 func (a *api) readBody(w http.ResponseWriter, r *http.Request) (body []byte, release func(), err error) {
 	defer func() { a.refused(r, err) }()
 	release = func() {}
 	if r.ContentLength > a.maxBody {
 		return nil, release, a.tooBig()
 	}
-	n := a.maxBody
-	if r.ContentLength >= 0 {
-		n = r.ContentLength
-	}
-	if a.inflight.Add(n) > a.maxInflight {
-		a.inflight.Add(-n)
+	busy := func() error {
 		w.Header().Set("Retry-After", retryAfterSeconds)
-		return nil, release, &statusError{status: http.StatusServiceUnavailable, err: errBusy}
+		return &statusError{status: http.StatusServiceUnavailable, err: errBusy}
 	}
-	release = func() { a.inflight.Add(-n) }
+	src := r.Body
+	if n := r.ContentLength; n >= 0 {
+		if !a.reserve(n) {
+			return nil, release, busy()
+		}
+		release = func() { a.inflight.Add(-n) }
+	} else {
+		br := &budgetReader{a: a, r: r.Body, limit: a.maxBody}
+		src, release = br, func() { a.inflight.Add(-br.reserved) }
+	}
 	var buf bytes.Buffer
 	if r.ContentLength > 0 {
 		buf.Grow(int(r.ContentLength) + bytes.MinRead)
 	}
-	_, err = buf.ReadFrom(http.MaxBytesReader(w, r.Body, a.maxBody))
+	_, err = buf.ReadFrom(http.MaxBytesReader(w, src, a.maxBody))
 	body = buf.Bytes()
 	var tooBig *http.MaxBytesError
 	switch {
+	case errors.Is(err, errBudget):
+		return nil, release, busy()
 	case errors.As(err, &tooBig):
 		return nil, release, a.tooBig()
 	case err != nil:
@@ -173,15 +180,12 @@ func (a *api) appendEvents(w http.ResponseWriter, r *http.Request, l *bucketlog.
 	}
 	if batch {
 		res, err := l.AppendBatch(r.Context(), evs)
-		out := batchOutput{Action: actionAppendBatch, Appended: res.Appended, FirstSequence: res.FirstSequence, LastSequence: res.LastSequence, Duplicates: res.Duplicates}
-		switch {
-		case errors.Is(err, bucketlog.ErrNotInBucket):
-			writeError(w, out, notInBucket(err, res.FirstSequence, res.LastSequence))
-		case err != nil:
-			writeError(w, nil, err)
-		default:
-			writeBody(w, appendStatus(res.Appended > 0), out)
+		out, report, err := batchAnswer(len(evs), res, err)
+		if err != nil {
+			writeError(w, report, err)
+			return
 		}
+		writeBody(w, appendStatus(res.Appended > 0), out)
 		return
 	}
 	ev := evs[0]

@@ -40,7 +40,7 @@ Once listening it prints one line on stdout:
 (--listen with port 0 picks a free port; the line has the real one). The
 shard is opened after that: until it has recovered (and, with a bucket,
 reconciled with or hydrated from it) every /v1 request and /readyz answer
-503. If opening fails, a second line {"error","class"} follows and serve
+503, but /v1/status: 200, state "opening". If opening fails, a second line {"error","class"} follows and serve
 exits with the class's code. An empty shard directory is hydrated from the
 bucket: the log then ends where the bucket's copy ends, and in asynchronous
 mode the sequences of the lost disk's last tick (acknowledged, never shipped)
@@ -93,8 +93,8 @@ pass --max-page-bytes (default 8 MiB; it always holds one record, however
 large): it then adds "truncated":true and "next_after":N, the last sequence
 returned; continue with ?after=N (a pull: ack N, pull again). Request bodies
 in flight across the server are bounded by --max-inflight-body-bytes
-(default 64 MiB; a body without Content-Length counts as --max-body-bytes):
-a request beyond it is refused at once, before its body is read, with 503,
+(default 64 MiB; a body without Content-Length counts its bytes as read):
+a request beyond it is refused before its body is read (or midway), with 503,
 "class":"storage" and Retry-After (nothing written; retry). Unknown fields
 and query parameters are refused (400). Statuses: 400 usage/invalid_input, 404 unknown consumer,
 409 invalid_state, 413 too large, 421 not_owner, 503 storage or not ready.
