@@ -39,6 +39,25 @@ func (s *Shipper) GC(ctx context.Context, pol reclaim.Policy, sweep bool) (GCRep
 	return s.gcLocked(ctx, pol, true, sweep)
 }
 
+// reclaimable is the durable rule GC plans with: a segment durable in the
+// bucket and, with tail replication, whose events the cursor object's
+// shipped_through covers. The cursor object is a restore's witness of the
+// watermark (docs/FORMAT.md §9.1): once the segments below it are gone and
+// the tails cleaned, it may be the only object that says the reclaimed
+// sequences existed, so the watermark never passes it (a failing cursor
+// write holds GC back, never the data).
+func (s *Shipper) reclaimable(snap localseg.Snapshot) func(id uint64) bool {
+	if !s.tailOn {
+		return s.isDurable
+	}
+	covered := s.repl.CursorShipped()
+	last := make(map[uint64]uint64, len(snap.Segments))
+	for _, seg := range snap.Segments {
+		last[seg.ID] = seg.LastSeq
+	}
+	return func(id uint64) bool { return s.isDurable(id) && last[id] <= covered }
+}
+
 // gcLocked runs a pass; the caller holds the maintenance lock.
 func (s *Shipper) gcLocked(ctx context.Context, pol reclaim.Policy, explicit, sweep bool) (rep GCReport, err error) {
 	rep.Shard = int(s.shard)
@@ -73,7 +92,8 @@ func (s *Shipper) gcLocked(ctx context.Context, pol reclaim.Policy, explicit, sw
 	}
 	// Plan locally first: a pass with nothing to remove issues no bucket
 	// request, so an idle shard stays silent.
-	rep.Plan = reclaim.MakePlan(before, pol, s.isDurable)
+	mayReclaim := s.reclaimable(before)
+	rep.Plan = reclaim.MakePlan(before, pol, mayReclaim)
 	if rep.Plan.Empty() && !explicit {
 		rep.Outcome = "noop"
 		return rep, nil
@@ -91,7 +111,7 @@ func (s *Shipper) gcLocked(ctx context.Context, pol reclaim.Policy, explicit, sw
 	}
 	s.sweptClean = false
 	s.mu.Unlock()
-	res, err := reclaim.SharedWith(ctx, s.store, s.b, s.shard, reclaim.Owner, pol, s.isDurable, opts)
+	res, err := reclaim.SharedWith(ctx, s.store, s.b, s.shard, reclaim.Owner, pol, mayReclaim, opts)
 	if watermark.Damaged(err) {
 		// A damaged watermark object would stop GC for good: the owner
 		// rewrites it with its local base (see watermark.Repair), then
@@ -104,7 +124,7 @@ func (s *Shipper) gcLocked(ctx context.Context, pol reclaim.Policy, explicit, sw
 		if _, rerr := watermark.Repair(ctx, s.b, s.shard, before.ReclaimedSeq, before.ReclaimedSeg, durable); rerr != nil {
 			return rep, errors.Join(err, rerr)
 		}
-		res, err = reclaim.SharedWith(ctx, s.store, s.b, s.shard, reclaim.Owner, pol, s.isDurable, reclaim.SharedOptions{})
+		res, err = reclaim.SharedWith(ctx, s.store, s.b, s.shard, reclaim.Owner, pol, mayReclaim, reclaim.SharedOptions{})
 	}
 	if errors.Is(err, blobtier.ErrUnsupported) {
 		return rep, fmt.Errorf("%w: %v", ErrUsage, err)

@@ -67,6 +67,12 @@ func (s *Shipper) shipTailPass(ctx context.Context, kind passKind) error {
 		s.mu.Unlock()
 		deferCursor = kind == passSync && written && since < s.o.TailInterval
 		holdPosition = kind == passTick && written && since < s.cursorInterval()
+		// Never hold while durable segments reach past the object's
+		// position: it is a restore's witness of the watermark, which GC
+		// may move up to them (gc.go keeps the watermark at or below it).
+		if durable, _ := s.contiguous(); durable > s.repl.CursorShipped() {
+			holdPosition = false
+		}
 	}
 	// A held cursor object is rebuilt first once its segments are put
 	// again; a failed rebuild does not keep the tail from shipping.

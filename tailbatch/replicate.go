@@ -92,6 +92,15 @@ func (r *Replicator) KnowCursor(consumers map[string]uint64) {
 	}
 }
 
+// CursorShipped is the shipped_through of the last cursor object this
+// replicator wrote or knew at its start: what a restore can learn from
+// the object now.
+func (r *Replicator) CursorShipped() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cursorShipped
+}
+
 // Replicate is Prepare, Upload and Commit (or Fail) of every batch in one
 // call, followed by the cursor object when it is due. It takes no lock
 // across the bucket calls, so it is also safe to run on a timer next to
