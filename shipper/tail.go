@@ -155,6 +155,9 @@ func (s *Shipper) shipTailPass(ctx context.Context, kind passKind) error {
 			if conflictKey != "" {
 				return s.secondWriter(conflictKey, failure)
 			}
+			if failure != nil {
+				failure = errors.Join(failure, err)
+			}
 		} else {
 			failure = errors.Join(failure, err)
 		}
