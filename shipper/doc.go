@@ -39,7 +39,9 @@
 // writer (ErrSecondWriter: shipping, GC and cleanup stop). An object that
 // carries our own metadata but not its bytes (our damaged upload, left over
 // when its delete failed) is no second writer: it is deleted and uploaded
-// again.
+// again. An older epoch's damaged object under a tail key we need is shipped
+// around: the active segment is sealed and uploaded, and when that upload
+// fails too, the batch ships cut shorter under other tail keys (recut.go).
 //
 // Eviction (evict.go; Options.LocalRetentionBytes): every maintenance
 // pass and every Ship, after the uploads, asks the store to evict the

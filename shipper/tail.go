@@ -81,6 +81,7 @@ func (s *Shipper) shipTailPass(ctx context.Context, kind passKind) error {
 	started, tipAtStart := s.o.Now(), s.store.Tip()
 	var committedMax uint64
 	var conflictKey string
+	var occupied tailbatch.Batch // the batch a damaged older object's key refused
 	// certifyTo is what the last fence check vouches for; it is certified
 	// only once its batch commits (the check runs beside the read-back, so
 	// a batch that then fails certifies nothing).
@@ -108,6 +109,9 @@ func (s *Shipper) shipTailPass(ctx context.Context, kind passKind) error {
 			s.m.TailReplicationFailed.Inc()
 			if errors.Is(err, blobtier.ErrConflict) {
 				conflictKey = bt.Key
+			}
+			if errors.Is(err, errGarbageOccupant) {
+				occupied = bt
 			}
 		},
 		AfterUpload: func(bt tailbatch.Batch) error {
@@ -150,10 +154,18 @@ func (s *Shipper) shipTailPass(ctx context.Context, kind passKind) error {
 		return s.secondWriter(conflictKey, failure)
 	}
 	if errors.Is(failure, errGarbageOccupant) {
-		if err := s.shipAround(ctx); err != nil {
-			failure = errors.Join(failure, err)
-		} else {
+		if err := s.shipAround(ctx); err == nil {
 			failure = nil
+		} else if src, ok := recutAround(s.store, occupied); ok {
+			res, failure = s.repl.ReplicateWith(ctx, src, s.b, hooks) // recut.go
+			if conflictKey != "" {
+				return s.secondWriter(conflictKey, failure)
+			}
+			if failure != nil {
+				failure = errors.Join(failure, err)
+			}
+		} else {
+			failure = errors.Join(failure, err)
 		}
 	}
 	if err := s.stopped(); err != nil {
