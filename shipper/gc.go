@@ -58,6 +58,29 @@ func (s *Shipper) reclaimable(snap localseg.Snapshot) func(id uint64) bool {
 	return func(id uint64) bool { return s.isDurable(id) && last[id] <= covered }
 }
 
+// coverWatermarkWitness writes the cursor object before a GC that could
+// reclaim past its shipped_through (the segments became durable after the
+// last pass wrote it, or a failing tail kept it back while the uploader
+// moved the shipped position over durable segments), so the watermark
+// keeps its witness and GC still makes progress. A failed write leaves
+// reclaimable to hold the watermark at the object's old position.
+func (s *Shipper) coverWatermarkWitness(ctx context.Context) {
+	if s.cursorHeld() {
+		return
+	}
+	durable, _ := s.contiguous()
+	if durable <= s.repl.CursorShipped() {
+		return
+	}
+	// Everything through the contiguous durable end is in the bucket: the
+	// shipped position may stand there (as the uploader moves it).
+	s.advance(durable)
+	if _, _, err := s.repl.SyncCursorIfDue(ctx, s.store, s.b); err != nil {
+		s.m.CursorWriteFailed.Inc()
+		s.log.Warn("the cursor object could not be written before GC; GC keeps the watermark at its shipped_through", "err", err)
+	}
+}
+
 // gcLocked runs a pass; the caller holds the maintenance lock.
 func (s *Shipper) gcLocked(ctx context.Context, pol reclaim.Policy, explicit, sweep bool) (rep GCReport, err error) {
 	rep.Shard = int(s.shard)
@@ -92,6 +115,9 @@ func (s *Shipper) gcLocked(ctx context.Context, pol reclaim.Policy, explicit, sw
 	}
 	// Plan locally first: a pass with nothing to remove issues no bucket
 	// request, so an idle shard stays silent.
+	if s.tailOn && !reclaim.MakePlan(before, pol, s.isDurable).Empty() {
+		s.coverWatermarkWitness(ctx)
+	}
 	mayReclaim := s.reclaimable(before)
 	rep.Plan = reclaim.MakePlan(before, pol, mayReclaim)
 	if rep.Plan.Empty() && !explicit {

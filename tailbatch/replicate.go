@@ -92,6 +92,15 @@ func (r *Replicator) KnowCursor(consumers map[string]uint64) {
 	}
 }
 
+// SyncCursorIfDue writes the cursor object now when it is due (the
+// shipped position moved past the last one written, or src's consumers
+// changed), as a pass does after its batches: for a caller that needs the
+// object to cover the shipped position before it acts (GC, whose
+// watermark the object witnesses).
+func (r *Replicator) SyncCursorIfDue(ctx context.Context, src Source, b CursorStore) (Cursor, bool, error) {
+	return r.syncCursorIfDue(ctx, src, b, false)
+}
+
 // CursorShipped is the shipped_through of the last cursor object this
 // replicator wrote or knew at its start: what a restore can learn from
 // the object now.
