@@ -75,3 +75,65 @@ func TestFenceZombieTailOnOurKeyShipsUnderAnotherKey(t *testing.T) {
 		}
 	}
 }
+
+// B's GC commits a watermark whose response is lost (B reclaims nothing
+// yet); then zombie A's GC reads that watermark of B's epoch: it must delete
+// no object under it (the watermark is B's to apply, local store first), or
+// B's store, still holding those events locally as evicted segments, reads
+// them from a bucket that lost them (sim -sim.writers seed 6101). Kills the
+// guard without its Delete.
+func TestFenceZombieGCDeletesNothingUnderANewerWatermark(t *testing.T) {
+	ctx := ctxT(t)
+	shared := casBucket(t)
+	va, vb := newView(shared), newView(shared)
+	a := mustOpen(t, fenceOpts(t.TempDir(), va, false))
+	defer a.Close()
+	for i := 1; i <= 8; i++ {
+		if _, err := a.Append(ctx, ev("x", i)); err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			if _, err := a.Ship(ctx, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := a.Pull(ctx, "c", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Ack(ctx, "c", 8); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Ship(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	b := mustOpen(t, fenceOpts(t.TempDir(), vb, false))
+	defer b.Close()
+	vb.setHooks(nil, func(op blobtier.Op, key string, err error) error {
+		if op == blobtier.OpCAS && key == blobtier.WatermarkKey(0) && err == nil {
+			return errors.New("the response was lost")
+		}
+		return err
+	})
+	b.GC(ctx, GCRequest{MinRetainedSegments: 1, MaxRetainedSegments: 1})
+	vb.setHooks(nil, nil)
+	data, _, err := shared.Get(ctx, blobtier.WatermarkKey(0))
+	if err != nil {
+		t.Fatalf("B's GC committed no watermark: %v", err)
+	}
+	segs := func() []string {
+		var keys []string
+		for info, err := range shared.List(ctx, 0, blobtier.KindSegment) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys = append(keys, info.Key)
+		}
+		return keys
+	}
+	before := segs()
+	a.GC(ctx, GCRequest{MinRetainedSegments: 1, MaxRetainedSegments: 1})
+	if after := segs(); len(after) != len(before) {
+		t.Fatalf("zombie A's GC under B's watermark %s deleted segment objects: %v → %v", data, before, after)
+	}
+}

@@ -104,3 +104,21 @@ func (g *epochGuard) CompareAndSwap(ctx context.Context, key string, data []byte
 	}
 	return g.Bucket.CompareAndSwap(ctx, key, body, expect)
 }
+
+// Delete refuses (fenced) to delete a data object once this writer has read
+// a reclaim watermark of a higher epoch: GC deletes only at or below the
+// committed watermark, and a watermark committed by a newer owner is that
+// owner's to apply (it reclaims its local store before its bucket deletes;
+// a stale writer's deletes under it could take segments the owner still
+// reads from the bucket).
+func (g *epochGuard) Delete(ctx context.Context, key string) error {
+	if !mutableKey(g.shard, key) {
+		g.mu.Lock()
+		s, ok := g.seen[blobtier.WatermarkKey(g.shard)]
+		g.mu.Unlock()
+		if ok && s.epoch > g.epoch {
+			return g.fenced(s.epoch, fmt.Sprintf("%s carries epoch %d", blobtier.WatermarkKey(g.shard), s.epoch))
+		}
+	}
+	return g.Bucket.Delete(ctx, key)
+}
