@@ -55,10 +55,12 @@ examples:
 clean:
 	rm -rf bin bench/results
 
-# The seeded whole-engine simulation (internal/sim): SEEDS seeds from START;
-# SIMFLAGS adds e.g. -sim.known=1,4 -sim.keepgoing -sim.classify.
+# The seeded whole-engine simulation (internal/sim): SEEDS seeds from START,
+# every odd seed with a second owner of the shard (writer fencing), then the
+# RED control (unfenced writers: the oracle must fail within a few seeds);
+# SIMFLAGS adds e.g. -sim.known=1,4 -sim.keepgoing -sim.classify -sim.writers.
 SEEDS ?= 1000
 START ?= 1
 .PHONY: sim
 sim:
-	$(GO) test ./internal/sim -run 'TestSim$$' -count=1 -timeout 0 -v -sim.seeds=$(SEEDS) -sim.start=$(START) $(SIMFLAGS)
+	$(GO) test ./internal/sim -run 'TestSim$$|TestSimNoFenceREDControl' -count=1 -timeout 0 -v -sim.seeds=$(SEEDS) -sim.start=$(START) $(SIMFLAGS)

@@ -2,11 +2,15 @@ package bucketlog
 
 import (
 	"errors"
+
 	"sync"
 	"testing"
 	"time"
 
+	"gocloud.dev/blob"
+
 	"github.com/bucketlog/bucketlog/blobtier"
+	"github.com/bucketlog/bucketlog/blobtier/memcas"
 	"github.com/bucketlog/bucketlog/fencing"
 	"github.com/bucketlog/bucketlog/localseg"
 	"github.com/bucketlog/bucketlog/takeover"
@@ -357,12 +361,19 @@ var _ = takeover.ErrStaleOwner
 // A's rw/cur compare-and-swap after B's takeover bumped their epoch: the
 // cursor write (which needs no tail put, so no HEAD precedes it) and GC's
 // watermark are refused as fenced, and the objects keep B's epoch. Kills
-// the mutant without the rw/cur bump.
+// the mutant without the rw/cur bump. cursor-damaged: the cursor object is
+// damaged at rest after the bump (its digest fails), cursor-undecodable: it
+// is replaced by a body that is not JSON; either way its epoch cannot be
+// read, and A's repair of it is refused too (sim seed 409 of -sim.writers:
+// the zombie's repair lowered shipped_through) — kills a guard that takes
+// an unreadable epoch for 0.
 func TestFenceZombieCursorAndWatermarkCASAfterTheBump(t *testing.T) {
-	for _, what := range []string{"cursor", "watermark", "watermark-create"} {
+	for _, what := range []string{"cursor", "cursor-damaged", "cursor-undecodable", "watermark", "watermark-create"} {
 		t.Run(what, func(t *testing.T) {
 			ctx := ctxT(t)
-			shared := casBucket(t)
+			raw := memcas.New(nil)
+			shared := blobtier.New(blob.NewBucket(raw), blobtier.Options{Timeout: 5 * time.Second})
+			defer shared.Close()
 			a := mustOpen(t, fenceOpts(t.TempDir(), newView(shared), false))
 			defer a.Close()
 			for i := 1; i <= 6; i++ {
@@ -385,7 +396,8 @@ func TestFenceZombieCursorAndWatermarkCASAfterTheBump(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if what != "cursor" {
+			cursor := what != "watermark" && what != "watermark-create"
+			if !cursor {
 				if _, err := a.Ack(ctx, "c", 6); err != nil { // GC may reclaim everything
 					t.Fatal(err)
 				}
@@ -396,14 +408,32 @@ func TestFenceZombieCursorAndWatermarkCASAfterTheBump(t *testing.T) {
 			b := mustOpen(t, fenceOpts(t.TempDir(), newView(shared), false))
 			defer b.Close()
 			key := blobtier.CursorKey(0)
-			if what != "cursor" {
+			if !cursor {
 				key = blobtier.WatermarkKey(0)
 			}
 			before, _, err := shared.Get(ctx, key)
+			if what == "cursor-damaged" || what == "cursor-undecodable" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if e, _ := fencing.StoredEpoch(before); e != 2 {
+					t.Fatalf("%s after the takeover carries epoch %d, want 2: %s", key, e, before)
+				}
+				before = before[:len(before)/2] // no epoch to read
+				if what == "cursor-damaged" {
+					raw.SetRaw(key, before)
+				} else if err := shared.Put(ctx, key, before); err != nil {
+					t.Fatal(err)
+				}
+				if _, _, err = shared.Get(ctx, key); (err != nil) != (what == "cursor-damaged") {
+					t.Fatalf("%s read back: %v", what, err)
+				}
+			}
 			switch {
 			case what == "watermark-create" && errors.Is(err, blobtier.ErrNotFound):
 				// rw absent at the takeover stays absent; the zombie's
 				// create is refused by its HEAD of the next claim.
+			case what == "cursor-damaged" || what == "cursor-undecodable":
 			case err != nil:
 				t.Fatal(err)
 			default:
@@ -411,7 +441,7 @@ func TestFenceZombieCursorAndWatermarkCASAfterTheBump(t *testing.T) {
 					t.Fatalf("%s after the takeover carries epoch %d, want 2: %s", key, e, before)
 				}
 			}
-			if what == "cursor" {
+			if cursor {
 				if _, err := a.Ack(ctx, "c", 3); err != nil {
 					t.Fatal(err)
 				}
@@ -420,9 +450,9 @@ func TestFenceZombieCursorAndWatermarkCASAfterTheBump(t *testing.T) {
 				_, err := a.GC(ctx, GCRequest{MinRetainedSegments: 1, MaxRetainedSegments: 1})
 				wantFenced(t, "A's GC", err)
 			}
-			after, _, err := shared.Get(ctx, key)
-			if err != nil && !(before == nil && errors.Is(err, blobtier.ErrNotFound)) {
-				t.Fatal(err)
+			after, ok := raw.Raw(key) // the bytes at rest, also when damaged
+			if !ok && before != nil {
+				t.Fatalf("%s vanished", key)
 			}
 			if string(after) != string(before) {
 				t.Fatalf("A rewrote %s after the bump: %s → %s", key, before, after)

@@ -20,6 +20,7 @@ import (
 	"github.com/bucketlog/bucketlog/fencing"
 	"github.com/bucketlog/bucketlog/frame"
 	"github.com/bucketlog/bucketlog/localseg"
+	"github.com/bucketlog/bucketlog/tailbatch"
 )
 
 // ErrFenced is the class of a fenced writer's refusals (fencing.ErrFenced).
@@ -189,8 +190,8 @@ func (s *Shipper) Fenced() error {
 // history: a hydrated segment put again) is success (nil); any other
 // occupant of an older epoch is a stale writer's garbage, which this
 // shipper does not delete (the bucket API has no delete conditional on
-// that very object): errGarbageOccupant (the tail's events ship in a
-// sealed segment instead; a segment upload is retried).
+// that very object): errGarbageOccupant (the tail's events ship under
+// another key or in a sealed segment instead; a segment upload is retried).
 func (s *Shipper) conflict(ctx context.Context, key string, data []byte, err error) error {
 	if !s.fencingOn() {
 		return s.secondWriter(key, err)
@@ -204,7 +205,7 @@ func (s *Shipper) conflict(ctx context.Context, key string, data []byte, err err
 	case serr == nil && info.Meta.Epoch < s.o.Epoch && s.validOlder(ctx, info, data):
 		return nil
 	case serr == nil && info.Meta.Epoch < s.o.Epoch:
-		s.log.Warn("a stale writer's object of an older epoch occupies one of our keys; not deleted: the events ship in a sealed segment instead",
+		s.log.Warn("a stale writer's object of an older epoch occupies one of our keys; not deleted: the events ship under another key or in a sealed segment instead",
 			"key", key, "occupant_epoch", info.Meta.Epoch, "epoch", s.o.Epoch)
 		return fmt.Errorf("%w: an object of the older epoch %d occupies %s: %v", errGarbageOccupant, info.Meta.Epoch, key, err)
 	}
@@ -242,9 +243,11 @@ func (s *Shipper) validOlder(ctx context.Context, info blobtier.ObjectInfo, data
 
 // errGarbageOccupant: a stale writer's object of an older epoch sits under
 // the key of our tail batch. It is not deleted (the bucket API has no
-// delete conditional on that very object); the batch's events ship in a
-// sealed segment instead (shipAround).
-var errGarbageOccupant = errors.New("a stale writer's object occupies the key")
+// delete conditional on that very object); the batch's events ship under
+// another key (tailbatch.ErrOccupied: a batch with another last sequence),
+// and only a single event's batch in a sealed segment instead (shipAround),
+// so a segment upload that fails does not also stall the tail.
+var errGarbageOccupant = fmt.Errorf("a stale writer's object occupies the key: %w", tailbatch.ErrOccupied)
 
 // shipAround seals the active segment and uploads it, so events whose tail
 // key a stale writer's object occupies reach the bucket under a segment

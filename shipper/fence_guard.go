@@ -10,7 +10,9 @@ package shipper
 //
 // The guard remembers the epoch of the last version it read of each key:
 // the compare-and-swap is conditional on that very version, so the epoch
-// it checks is the one it replaces.
+// it checks is the one it replaces. A version whose epoch cannot be read
+// (damaged at rest: the owner's repair replaces it) may be any epoch's, so
+// its replacement first HEADs the next claim, as a create does.
 
 import (
 	"context"
@@ -33,8 +35,9 @@ type epochGuard struct {
 }
 
 type seenVersion struct {
-	ver   blobtier.Version
-	epoch uint64
+	ver     blobtier.Version
+	epoch   uint64
+	unknown bool // the body did not yield an epoch (damaged)
 }
 
 func newEpochGuard(b blobtier.Bucket, shard uint32, epoch uint64, fenced func(uint64, string) error, check func(context.Context) error) *epochGuard {
@@ -49,11 +52,12 @@ func (g *epochGuard) GetVersioned(ctx context.Context, key string) ([]byte, blob
 	data, ver, err := g.Bucket.GetVersioned(ctx, key)
 	if mutableKey(g.shard, key) && ver != "" {
 		var e uint64
+		eerr := err
 		if err == nil {
-			e, _ = fencing.StoredEpoch(data) // a body that does not decode is the caller's to report
+			e, eerr = fencing.StoredEpoch(data) // a body that does not decode is the caller's to report
 		}
 		g.mu.Lock()
-		g.seen[key] = seenVersion{ver: ver, epoch: e}
+		g.seen[key] = seenVersion{ver: ver, epoch: e, unknown: eerr != nil}
 		g.mu.Unlock()
 	}
 	return data, ver, err
@@ -88,10 +92,33 @@ func (g *epochGuard) CompareAndSwap(ctx context.Context, key string, data []byte
 		if s.epoch > g.epoch {
 			return g.fenced(s.epoch, fmt.Sprintf("%s carries epoch %d", key, s.epoch))
 		}
+		if s.unknown {
+			if err := g.check(ctx); err != nil {
+				return err
+			}
+		}
 	}
 	body, err := fencing.WithEpoch(data, g.epoch)
 	if err != nil {
 		return fmt.Errorf("shipper: %s: %w", key, err)
 	}
 	return g.Bucket.CompareAndSwap(ctx, key, body, expect)
+}
+
+// Delete refuses (fenced) to delete a data object once this writer has read
+// a reclaim watermark of a higher epoch: GC deletes only at or below the
+// committed watermark, and a watermark committed by a newer owner is that
+// owner's to apply (it reclaims its local store before its bucket deletes;
+// a stale writer's deletes under it could take segments the owner still
+// reads from the bucket).
+func (g *epochGuard) Delete(ctx context.Context, key string) error {
+	if !mutableKey(g.shard, key) {
+		g.mu.Lock()
+		s, ok := g.seen[blobtier.WatermarkKey(g.shard)]
+		g.mu.Unlock()
+		if ok && s.epoch > g.epoch {
+			return g.fenced(s.epoch, fmt.Sprintf("%s carries epoch %d", blobtier.WatermarkKey(g.shard), s.epoch))
+		}
+	}
+	return g.Bucket.Delete(ctx, key)
 }

@@ -41,7 +41,10 @@
 //     acknowledgement). A different one is a second writer on the shard:
 //     Upload returns an *UploadError matching blobtier.ErrConflict, Fail
 //     latches it, and every later Prepare returns a *StoppedError (matching
-//     ErrStopped and blobtier.ErrConflict) instead of shipping again.
+//     ErrStopped and blobtier.ErrConflict) instead of shipping again —
+//     unless the driver's Hooks.Conflict says the occupant is an object that
+//     stays (ErrOccupied: a stale writer's, under writer fencing): then the
+//     same events ship as a batch one Event shorter, under another key.
 //   - An idle shard costs nothing: when no new Event is durable Prepare
 //     returns no batch, and Replicate issues no request at all unless the
 //     cursor object is behind the cursor or the consumers changed.

@@ -195,7 +195,10 @@ func (r *Replicator) ReplicateWith(ctx context.Context, src Source, b Bucket, h 
 		return res, err
 	}
 	var failure error
-	for _, bt := range batches {
+	reshapes, reprepare := 0, false
+	for len(batches) > 0 {
+		bt := batches[0]
+		batches = batches[1:]
 		var afterPut func() error
 		checked := false // AfterUpload passed after the put that read back
 		if h.AfterUpload != nil {
@@ -208,6 +211,15 @@ func (r *Replicator) ReplicateWith(ctx context.Context, src Source, b Bucket, h 
 		err := upload(ctx, b, src, bt, afterPut)
 		if err != nil && h.Conflict != nil && errors.Is(err, blobtier.ErrConflict) {
 			err = h.Conflict(bt, err)
+		}
+		if err != nil && errors.Is(err, ErrOccupied) && reshapes < maxReshapes {
+			if short, ok := r.shorter(src, bt); ok {
+				// The same events under another key (ErrOccupied); the
+				// rest are prepared again once it commits.
+				reshapes++
+				batches, reprepare = []Batch{short}, true
+				continue
+			}
 		}
 		if err == nil && h.AfterUpload != nil && !checked {
 			err = h.AfterUpload(bt)
@@ -234,6 +246,13 @@ func (r *Replicator) ReplicateWith(ctx context.Context, src Source, b Bucket, h 
 		res.Batches++
 		res.Records += bt.Records()
 		res.Bytes += bt.Len()
+		if reprepare && len(batches) == 0 {
+			reprepare = false
+			if batches, err = r.Prepare(src); err != nil {
+				failure = err
+				break
+			}
+		}
 	}
 	res.ShippedThrough = r.ShippedThrough()
 	if failure != nil && h.CursorOnlyAfterSuccess || h.HoldCursor != nil && h.HoldCursor() {

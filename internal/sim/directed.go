@@ -119,7 +119,7 @@ func (r *run) noteMustRepair(ctx context.Context, segs map[uint64][2]uint64, rec
 	}
 	var tails []blobtier.Key
 	for _, key := range r.w.raw.Keys(blobtier.ListPrefix(0, blobtier.KindTail)) {
-		if k, err := blobtier.ParseKey(key); err == nil {
+		if k, err := blobtier.ParseKey(key); err == nil && r.lineageKeeps(ctx, clean, key, k) {
 			tails = append(tails, k)
 		}
 	}
@@ -179,4 +179,25 @@ func (r *run) checkRepaired(err error) *violation {
 		delete(r.mustRepair, key)
 	}
 	return nil
+}
+
+// lineageKeeps reports whether the tail object key (k) holds an event the
+// lineage keeps (the two-writer model; always true with one writer). A
+// stale writer's tail beyond the cut that ends its epoch is no copy of the
+// owner's events: it never made a damaged segment the owner's to repair at
+// start (seed 2106 of -sim.writers: a zombie's tail 24..25 over the owner's
+// segment 1..24 whose own tail copies were cleaned up).
+func (r *run) lineageKeeps(ctx context.Context, clean blobtier.Bucket, key string, k blobtier.Key) bool {
+	if !r.cfg.Writers {
+		return true
+	}
+	lin, err := r.chainNow(ctx)
+	if err != nil {
+		return true
+	}
+	info, err := clean.Stat(ctx, key)
+	if err != nil {
+		return true
+	}
+	return lin.ValidSeq(info.Meta.Epoch, k.FirstSeq)
 }

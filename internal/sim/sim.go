@@ -24,12 +24,12 @@
 // damaged tail upload the simulation found) and -sim.classify (for each
 // failing seed, which single suppression makes it pass).
 //
-// -sim.writers adds a second owner of the shard (writers.go): takeovers
+// Every odd seed adds a second owner of the shard (writers.go): takeovers
 // between and inside the owner's requests, the superseded owner paused,
-// resumed and restarted, with the fencing oracle; -sim.nofence runs every
-// writer unfenced (the RED control). Off by default until the writer's
-// segment-id jump and a lineage-aware start-up check are merged (without
-// them main's fenced runs fail; see writers.go).
+// resumed and restarted, with the fencing oracle; -sim.writers gives every
+// seed one, -sim.onewriter none, and -sim.nofence runs every writer
+// unfenced (the RED control, TestSimNoFenceREDControl: the oracle must
+// fail it).
 //
 // Engine waits the simulation cannot remove (watermark.Read's pause on a
 // damaged watermark, tailbatch's jitter between lost compare-and-swap

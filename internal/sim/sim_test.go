@@ -21,14 +21,36 @@ var (
 	flagKnown    = flag.String("sim.known", "", "comma-separated finding numbers (issue 12) to suppress, e.g. 1,4")
 	flagClassify = flag.Bool("sim.classify", false, "for each failing seed, say which single suppressed finding makes it pass")
 	flagKeepOn   = flag.Bool("sim.keepgoing", false, "run every seed and report all failures (default: stop at the first)")
-	flagWriters  = flag.Bool("sim.writers", false, "a second owner of the shard: takeovers, paused and resumed zombies (writers.go)")
+	flagWriters  = flag.Bool("sim.writers", false, "a second owner of the shard for every seed: takeovers, paused and resumed zombies (writers.go); by default every odd seed has one")
+	flagOne      = flag.Bool("sim.onewriter", false, "no second owner for any seed (by default every odd seed has one)")
 	flagNoFence  = flag.Bool("sim.nofence", false, "the RED control: every writer sees a bucket that cannot fence (unfenced, epoch 0)")
 	flagPar      = flag.Int("sim.parallel", 1, "seeds run at once (the output is in seed order, and each seed's the same, either way)")
 )
 
-// config is one seed's configuration from the flags.
-func config(t *testing.T, known map[int]bool) Config {
-	return Config{Steps: *flagSteps, Known: known, Dir: tempDir(t), Writers: *flagWriters, NoFence: *flagNoFence}
+// config is one seed's configuration from the flags. The two-writer model
+// runs for every odd seed unless a flag says otherwise (deterministic by
+// seed, so a replay of one seed runs it as the sweep did).
+func config(t *testing.T, seed uint64, known map[int]bool) Config {
+	return Config{Steps: *flagSteps, Known: known, Dir: tempDir(t), Writers: writers(seed), NoFence: *flagNoFence}
+}
+
+func writers(seed uint64) bool { return *flagWriters || !*flagOne && seed%2 == 1 }
+
+// replayFlags are the flags a replay of one seed needs beyond -sim.seed.
+func replayFlags() string {
+	var f string
+	for _, fl := range []struct {
+		on   bool
+		name string
+	}{{*flagWriters, "-sim.writers"}, {*flagOne, "-sim.onewriter"}, {*flagNoFence, "-sim.nofence"}} {
+		if fl.on {
+			f += " " + fl.name
+		}
+	}
+	if *flagKnown != "" {
+		f += " -sim.known=" + *flagKnown
+	}
+	return f
 }
 
 func parseKnown(t *testing.T, s string) map[int]bool {
@@ -73,7 +95,7 @@ func TestSim(t *testing.T) {
 			continue
 		}
 		failed = append(failed, res.Result)
-		msg := fmt.Sprintf("seed %d failed at step %d: %v\nreplay: go test ./internal/sim -run TestSim -sim.seed=%d -sim.v", seed, res.Step, res.Violation, seed)
+		msg := fmt.Sprintf("seed %d failed at step %d: %v\nreplay: go test ./internal/sim -run 'TestSim$' -sim.seed=%d%s -sim.v", seed, res.Step, res.Violation, seed, replayFlags())
 		if *flagClassify {
 			msg += "\n" + classify(t, seed, known)
 		}
@@ -121,7 +143,7 @@ func runSeeds(t *testing.T, first, n uint64, known map[int]bool) (<-chan seedRes
 			case <-quit:
 				return
 			}
-			cfg := config(t, known)
+			cfg := config(t, seed, known)
 			go func() {
 				defer close(sl.done)
 				st := NewStats()
@@ -172,7 +194,7 @@ func classify(t *testing.T, seed uint64, known map[int]bool) string {
 		for f := range known {
 			k[f] = true
 		}
-		if res := Run(seed, config(t, k), NewStats()); !res.Failed() {
+		if res := Run(seed, config(t, seed, k), NewStats()); !res.Failed() {
 			fixes = append(fixes, strconv.Itoa(c))
 		}
 	}
@@ -195,8 +217,8 @@ func TestSimDeterministic(t *testing.T) {
 		if seed%2 == 0 {
 			known = all
 		}
-		a := Run(seed, config(t, known), NewStats())
-		b := Run(seed, config(t, known), NewStats())
+		a := Run(seed, config(t, seed, known), NewStats())
+		b := Run(seed, config(t, seed, known), NewStats())
 		if a.Log != b.Log {
 			t.Fatalf("seed %d: two runs differ:\n--- first\n%s\n--- second\n%s", seed, a.Log, b.Log)
 		}
