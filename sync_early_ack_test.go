@@ -76,6 +76,16 @@ func TestSyncAckBeforeCursorWriteIsRestorable(t *testing.T) {
 	v := newView(shared)
 	clock := &testClock{now: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
 	l := syncBackgroundLog(t, v, clock)
+	// The first cursor write returns to the shipper late, after the object
+	// landed: the test's clock moves while the shipper is still in it, as
+	// on a fast machine (CI once found the pass's book kept the later time,
+	// so the next pass deferred the cursor object).
+	v.setHooks(nil, func(op blobtier.Op, key string, err error) error {
+		if op == blobtier.OpCAS && key == blobtier.CursorKey(0) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		return err
+	})
 	got := acked{}
 	if err := got.append(t, l, ev("w", 0)); err != nil {
 		t.Fatal(err)

@@ -106,7 +106,7 @@ type Shipper struct {
 	pendingTails  map[string]*pendingTail
 	uploadBackoff time.Duration
 	certified     uint64        // writer fencing: shipped through here before a HEAD that found no newer claim
-	cursorAt      time.Time     // the last pass that wrote (or tried to write) the cursor object (tail.go)
+	cursorAt      time.Time     // the start of the last pass that wrote (or tried to write) the cursor object (tail.go)
 	shippedCh     chan struct{} // closed and replaced whenever the shipped position moves
 	closing       bool          // Close released the synchronous waiters: none waits any more
 

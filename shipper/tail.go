@@ -191,8 +191,11 @@ func (s *Shipper) shipTailPass(ctx context.Context, kind passKind) error {
 		}
 	}
 	if res.CursorWritten || res.CursorFailed {
+		// The pass's start, not now: the interval counts from the write's
+		// issue, and a reader that saw the object land cannot see a later
+		// time recorded for it.
 		s.mu.Lock()
-		s.cursorAt = s.o.Now()
+		s.cursorAt = started
 		s.mu.Unlock()
 	}
 	if res.CursorFailed {
