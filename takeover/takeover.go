@@ -29,6 +29,11 @@
 //
 // The claims, start records and segment ids are read through
 // bucketview.Read (bucketstate.go), the one reader of a shard's bucket state.
+// The cut's chain, L, prev_end and fence come from one read of the bucket
+// taken after the claim, the one the recovered frames were judged by: the
+// cold load's (Hydrated; Listing hands it to the start-up checks, which
+// list nothing again) or, over an authoritative local store, the start-up
+// checks' own (Finish's checked). No start record is listed a second time.
 //
 // Crash assumptions: owner.json is written durably right after the claim
 // succeeds, so a crash from there on is a same-disk restart that resumes
@@ -47,6 +52,7 @@ import (
 
 	"github.com/bucketlog/bucketlog/affinity"
 	"github.com/bucketlog/bucketlog/blobtier"
+	"github.com/bucketlog/bucketlog/bucketview"
 	"github.com/bucketlog/bucketlog/coldload"
 	"github.com/bucketlog/bucketlog/fencing"
 	"github.com/bucketlog/bucketlog/localseg"
@@ -82,7 +88,10 @@ type Begun struct {
 	fencing bool
 	nonce   string
 	needCut bool
-	starts  []fencing.StartRecord // the start records listed after the claim
+	// listed is the cold load's read of the bucket after the claim (a
+	// hydrated takeover): the one listing its chain, fence and start-up
+	// checks come from (Listing, Finish).
+	listed *bucketview.View
 	// recorded: owner.json names our claim; bumped: rw and cur carry our
 	// epoch. An authoritative local store gets both only once the engine's
 	// checks passed (a refused open changes neither the directory nor
@@ -248,11 +257,11 @@ func (b *Begun) recover(ctx context.Context) error {
 			return err
 		}
 	}
-	if b.starts, err = readStarts(ctx, o.Bucket, o.Shard); err != nil {
-		return err
-	}
 	if isStore {
-		return nil // an authoritative local store: the engine's checks run next
+		// An authoritative local store: the engine's checks run next, on
+		// their own read of the bucket after the claim, which the cut then
+		// takes its chain and its fence from (Finish).
+		return nil
 	}
 	staged := localseg.TakeoverStagingDir(o.Dir)
 	if err := localseg.RemoveStaged(o.FS, staged); err != nil {
@@ -262,19 +271,33 @@ func (b *Begun) recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("hydrate shard %d from the bucket: %w", o.Shard, err)
 	}
-	b.Hydrated = &rep
+	b.Hydrated, b.listed = &rep, rep.Listing
 	if err := localseg.WriteOwner(o.FS, staged, localseg.Owner{Epoch: b.epoch, Nonce: b.nonce}); err != nil {
 		return err
 	}
 	return localseg.ReplaceWithStaged(o.FS, staged, o.Dir)
 }
 
+// Listing is the bucket state a hydrated takeover read after its claim
+// (nil otherwise): the start-up checks judge the hydrated store against it
+// rather than listing again.
+func (b *Begun) Listing() *bucketview.View {
+	if b == nil || !b.fencing {
+		return nil
+	}
+	return b.listed
+}
+
 // Finish is steps 7–9, after the local store opened and the engine's
 // start-up checks passed against the bucket as it is after the claim: the
 // cut (prev_end = the local tip), a HEAD of the next claim, and owner.json
 // recording the cut, after the store's jump to the cut's start_segment.
-// Nothing to do on a same-disk restart or unfenced.
-func (b *Begun) Finish(ctx context.Context, st *localseg.Store) error {
+// Nothing to do on a same-disk restart or unfenced. checked is the read of
+// the bucket the start-up checks judged (shipper's Listing), taken after
+// the claim: with an authoritative local store it is the one listing the
+// chain and the fence come from (a hydrated takeover takes its cold
+// load's). nil: Finish reads the start records and segments itself.
+func (b *Begun) Finish(ctx context.Context, st *localseg.Store, checked *bucketview.View) error {
 	if b == nil || !b.fencing || !b.needCut {
 		return nil
 	}
@@ -292,17 +315,28 @@ func (b *Begun) Finish(ctx context.Context, st *localseg.Store) error {
 		}
 		b.recorded = true
 	}
-	// The chain the cut extends must be the one listed after the claim:
-	// a cut written since (a stalled lower claimant's) changes it, and the
-	// takeover starts over on the next open.
-	now, err := readStarts(ctx, o.Bucket, o.Shard)
-	if err != nil {
-		return err
+	// The chain the cut extends, L and the fence come from one listing
+	// taken after the claim, the one the recovered frames were judged by
+	// (never one from before the claim: a cut written in between would be
+	// chained past). No second listing: a cut written since is either a
+	// stalled lower claimant's, whose own HEAD of the next claim finds
+	// ours (it acknowledged nothing, and the chain from our cut skips it),
+	// or a higher claimant's, whose claim our HEAD after the cut finds.
+	listing := b.listed
+	if listing == nil {
+		listing = checked
 	}
-	if len(now) != len(b.starts) {
-		return fmt.Errorf("%w: shard %d: a start record appeared during the takeover; reopen to take over again", localseg.ErrInvalidState, o.Shard)
+	if listing == nil {
+		v, err := bucketview.Read(ctx, o.Bucket, o.Shard, bucketview.Options{Parts: bucketview.Segments | bucketview.StartRecords})
+		if err != nil {
+			return err
+		}
+		listing = &v
 	}
-	lin, err := fencing.Chain(b.starts)
+	if listing.Parts&(bucketview.Segments|bucketview.StartRecords) != bucketview.Segments|bucketview.StartRecords {
+		return fmt.Errorf("takeover: shard %d: the listing after the claim lacks the segments or the start records", o.Shard)
+	}
+	lin, err := listing.Lineage()
 	if err != nil {
 		return err
 	}
@@ -320,22 +354,19 @@ func (b *Begun) Finish(ctx context.Context, st *localseg.Store) error {
 	// active segment, which a stale writer may still seal; inside our gap,
 	// readers skip it (its valid frames are the ones recovered into our
 	// start segment, so a copy below the fence would duplicate them). The
-	// active segment is not counted: it jumps to start_segment below. A
-	// hydrated takeover takes the listing its cold load read, the one its
-	// recovered frames come from (a seal landing after it is in the gap).
+	// active segment is not counted: it jumps to start_segment below. The
+	// listing is the one the recovered frames come from (a seal landing
+	// after it is in the gap).
 	var highest uint64
 	for _, s := range snap.Segments {
 		if s.Sealed {
 			highest = max(highest, s.ID)
 		}
 	}
-	listed := uint64(0)
-	if b.Hydrated != nil {
-		listed = b.Hydrated.HighestSegmentID
-	} else if listed, err = highestSegment(ctx, o); err != nil {
-		return err
+	for _, info := range listing.SegmentObjects {
+		highest = max(highest, info.Parsed.Segment)
 	}
-	fence := max(max(highest, listed)+1, lin.HighestStartSegment())
+	fence := max(highest+1, lin.HighestStartSegment())
 	prevEnd := snap.Tip
 	rec := fencing.NewStartRecord(b.epoch, lin.Newest(), prevEnd, fence-1, min(snap.ReclaimedSeq, prevEnd))
 	data, err := rec.Encode()
