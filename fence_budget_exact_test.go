@@ -1,8 +1,11 @@
 package bucketlog
 
 import (
+	"errors"
 	"maps"
 	"testing"
+
+	"github.com/bucketlog/bucketlog/blobtier"
 )
 
 // The request budget of a same-disk restart and of a takeover, counted
@@ -100,5 +103,67 @@ func TestFenceTakeoverRequestsExactly(t *testing.T) {
 		"list seg": 1, "list tail": 1, "list eps": 1, "get eps": 1, // the one post-claim listing
 		"get seg": 1, "get tail": 2, // the cold load; the tail object again: reconcile's read-back
 		"stat seg": 1, // reconcile's check of the hydrated segment's metadata
+	})
+}
+
+// TestFenceResumedTakeoverRequestsExactly: a takeover that crashed between
+// its claim and its cut, restarted on the same disk: no new claim (one HEAD
+// of the next claim finds none), one listing of the claims (a higher claim
+// would fence it), the start-up checks' one read of the bucket (which the
+// cut takes its chain and fence from), the cut it had not written, and the
+// HEAD after the cut. This is the restart that writes E's missing start
+// record: the only same-disk restart that costs more than one HEAD of
+// fencing.
+func TestFenceResumedTakeoverRequestsExactly(t *testing.T) {
+	shared := casBucket(t)
+	budgetShard(t, newView(shared))
+	vb := newView(shared)
+	vb.setHooks(func(op blobtier.Op, key string) error {
+		if isPut(op, key, "eps") {
+			return errors.New("injected: crash before the cut")
+		}
+		return nil
+	}, nil)
+	dir := t.TempDir()
+	if _, err := Open(ctxT(t), fenceOpts(dir, vb, false)); err == nil {
+		t.Fatal("the open survived its crash")
+	}
+	vb.setHooks(nil, nil)
+	vb.resetCounts()
+	b := mustOpen(t, fenceOpts(dir, vb, false))
+	defer b.Close()
+	if b.ship.Epoch() != 2 || b.store.Tip() != 4 {
+		t.Fatalf("B: epoch %d tip %d", b.ship.Epoch(), b.store.Tip())
+	}
+	wantRequests(t, "resumed takeover", vb, map[string]int{
+		"stat ep": 2,               // ep.<s>.<E+1> at the start, and again after the cut
+		"list ep": 1,               // a higher claim would fence it (step 4)
+		"get rw":  2, "get cur": 2, // the bump (found done: no CAS), the checks' reads
+		"list seg": 1, "list tail": 1, "list eps": 1, "get eps": 1, // the checks' one listing
+		"stat seg": 1, "get tail": 1, // the checks, as on every start
+		"put eps": 1, // the missing cut
+	})
+}
+
+// TestFenceLegacyAdoptionRequestsExactly: a store written before fencing
+// (epoch 0 objects, no claims) opened by a fencing writer: the claim of
+// epoch 1, and the start-up checks' one read of the bucket after it, from
+// which the cut takes its chain and its fence.
+func TestFenceLegacyAdoptionRequestsExactly(t *testing.T) {
+	shared := casBucket(t)
+	legacy := newView(shared)
+	legacy.noCAS = true
+	dir := budgetShard(t, legacy)
+	v := newView(shared)
+	a := mustOpen(t, fenceOpts(dir, v, false))
+	defer a.Close()
+	if a.ship.Epoch() != 1 {
+		t.Fatalf("epoch %d", a.ship.Epoch())
+	}
+	wantRequests(t, "legacy adoption", v, map[string]int{
+		"list ep": 2, "put ep": 1, "put eps": 1, "stat ep": 1,
+		"get rw": 2, "get cur": 2, "cas cur": 1, // the checks' reads, then the bump (no rw to bump)
+		"list seg": 1, "list tail": 1, "list eps": 1, // the checks' one listing after the claim
+		"stat seg": 1, "get tail": 1,
 	})
 }
