@@ -64,8 +64,9 @@ func (r *openReads) get(ctx context.Context, key string) ([]byte, blobtier.Meta,
 // or a read of its own. It runs check over each part in order, as
 // bucketview.Read does.
 func (s *Shipper) listing(ctx context.Context, o bucketview.Options) (bucketview.View, error) {
-	if v := s.o.Listed; v != nil && v.Parts&o.Parts == o.Parts {
-		s.o.Listed = nil
+	v := s.o.Listed
+	s.o.Listed = nil
+	if v != nil && v.Parts&o.Parts == o.Parts {
 		view := *v
 		for _, part := range o.Order {
 			if o.Parts&part == 0 {
@@ -83,10 +84,14 @@ func (s *Shipper) listing(ctx context.Context, o bucketview.Options) (bucketview
 // Listing is the bucket state the start-up checks judged: for a takeover
 // over an authoritative local store, the listing after its claim from
 // which its cut takes the chain and the fence (docs/FORMAT.md, "Writer
-// fencing", takeover step 6). Read-only; nil before New succeeded.
+// fencing", takeover step 6). Read-only. It is handed over once: the
+// shipper does not keep it (it is proportional to the shard's objects), so
+// a second call, or one before New succeeded, returns nil.
 func (s *Shipper) Listing() *bucketview.View {
 	if s == nil {
 		return nil
 	}
-	return s.listed
+	v := s.listed
+	s.listed = nil
+	return v
 }

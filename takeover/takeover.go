@@ -298,7 +298,17 @@ func (b *Begun) Listing() *bucketview.View {
 // chain and the fence come from (a hydrated takeover takes its cold
 // load's). nil: Finish reads the start records and segments itself.
 func (b *Begun) Finish(ctx context.Context, st *localseg.Store, checked *bucketview.View) error {
-	if b == nil || !b.fencing || !b.needCut {
+	if b == nil {
+		return nil
+	}
+	// The listing is proportional to the shard's objects: not kept past
+	// the open (the open's report keeps the cold load's report).
+	defer func() {
+		if b.listed = nil; b.Hydrated != nil {
+			b.Hydrated.Listing = nil
+		}
+	}()
+	if !b.fencing || !b.needCut {
 		return nil
 	}
 	o := b.o
