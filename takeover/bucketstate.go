@@ -2,6 +2,7 @@ package takeover
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/bucketlog/bucketlog/bucketview"
 )
@@ -22,4 +23,49 @@ func listClaims(ctx context.Context, o Options) (uint64, map[uint64]bool, error)
 		have[c.Info.Parsed.Epoch] = true
 	}
 	return v.HighestClaim, have, nil
+}
+
+// Listing is the bucket state a hydrated takeover read after its claim
+// (nil otherwise): the start-up checks judge the hydrated store against it
+// rather than listing again.
+func (b *Begun) Listing() *bucketview.View {
+	if b == nil || !b.fencing {
+		return nil
+	}
+	return b.listed
+}
+
+// postClaimListing is the one listing taken after the claim that the cut's
+// chain, L and fence come from: the cold load's, else the start-up checks'
+// (checked), else (neither given) a read of the segments and start records
+// now. Never one from before the claim: a cut written in between would be
+// chained past. No second listing either: a cut written since is a stalled
+// lower claimant's, whose own HEAD of the next claim finds ours (it
+// acknowledged nothing, and the chain from our cut skips it), or a higher
+// claimant's, whose claim our HEAD after the cut finds.
+func (b *Begun) postClaimListing(ctx context.Context, checked *bucketview.View) (*bucketview.View, error) {
+	listing := b.listed
+	if listing == nil {
+		listing = checked
+	}
+	if listing == nil {
+		v, err := bucketview.Read(ctx, b.o.Bucket, b.o.Shard, bucketview.Options{Parts: bucketview.Segments | bucketview.StartRecords})
+		if err != nil {
+			return nil, err
+		}
+		listing = &v
+	}
+	if want := bucketview.Segments | bucketview.StartRecords; listing.Parts&want != want {
+		return nil, fmt.Errorf("takeover: shard %d: the listing after the claim lacks the segments or the start records", b.o.Shard)
+	}
+	return listing, nil
+}
+
+// dropListing forgets the listing once the open is done with it (it is
+// proportional to the shard's objects; the open's report keeps the cold
+// load's report).
+func (b *Begun) dropListing() {
+	if b.listed = nil; b.Hydrated != nil {
+		b.Hydrated.Listing = nil
+	}
 }

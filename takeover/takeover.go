@@ -29,11 +29,9 @@
 //
 // The claims, start records and segment ids are read through
 // bucketview.Read (bucketstate.go), the one reader of a shard's bucket state.
-// The cut's chain, L, prev_end and fence come from one read of the bucket
-// taken after the claim, the one the recovered frames were judged by: the
-// cold load's (Hydrated; Listing hands it to the start-up checks, which
-// list nothing again) or, over an authoritative local store, the start-up
-// checks' own (Finish's checked). No start record is listed a second time.
+// The cut's chain, L, prev_end and fence come from one read after the
+// claim: the cold load's (Listing hands it to the start-up checks) or, over
+// an authoritative local store, the checks' own (bucketstate.go).
 //
 // Crash assumptions: owner.json is written durably right after the claim
 // succeeds, so a crash from there on is a same-disk restart that resumes
@@ -278,16 +276,6 @@ func (b *Begun) recover(ctx context.Context) error {
 	return localseg.ReplaceWithStaged(o.FS, staged, o.Dir)
 }
 
-// Listing is the bucket state a hydrated takeover read after its claim
-// (nil otherwise): the start-up checks judge the hydrated store against it
-// rather than listing again.
-func (b *Begun) Listing() *bucketview.View {
-	if b == nil || !b.fencing {
-		return nil
-	}
-	return b.listed
-}
-
 // Finish is steps 7–9, after the local store opened and the engine's
 // start-up checks passed against the bucket as it is after the claim: the
 // cut (prev_end = the local tip), a HEAD of the next claim, and owner.json
@@ -301,13 +289,7 @@ func (b *Begun) Finish(ctx context.Context, st *localseg.Store, checked *bucketv
 	if b == nil {
 		return nil
 	}
-	// The listing is proportional to the shard's objects: not kept past
-	// the open (the open's report keeps the cold load's report).
-	defer func() {
-		if b.listed = nil; b.Hydrated != nil {
-			b.Hydrated.Listing = nil
-		}
-	}()
+	defer b.dropListing()
 	if !b.fencing || !b.needCut {
 		return nil
 	}
@@ -325,26 +307,9 @@ func (b *Begun) Finish(ctx context.Context, st *localseg.Store, checked *bucketv
 		}
 		b.recorded = true
 	}
-	// The chain the cut extends, L and the fence come from one listing
-	// taken after the claim, the one the recovered frames were judged by
-	// (never one from before the claim: a cut written in between would be
-	// chained past). No second listing: a cut written since is either a
-	// stalled lower claimant's, whose own HEAD of the next claim finds
-	// ours (it acknowledged nothing, and the chain from our cut skips it),
-	// or a higher claimant's, whose claim our HEAD after the cut finds.
-	listing := b.listed
-	if listing == nil {
-		listing = checked
-	}
-	if listing == nil {
-		v, err := bucketview.Read(ctx, o.Bucket, o.Shard, bucketview.Options{Parts: bucketview.Segments | bucketview.StartRecords})
-		if err != nil {
-			return err
-		}
-		listing = &v
-	}
-	if listing.Parts&(bucketview.Segments|bucketview.StartRecords) != bucketview.Segments|bucketview.StartRecords {
-		return fmt.Errorf("takeover: shard %d: the listing after the claim lacks the segments or the start records", o.Shard)
+	listing, err := b.postClaimListing(ctx, checked)
+	if err != nil {
+		return err
 	}
 	lin, err := listing.Lineage()
 	if err != nil {
