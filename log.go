@@ -168,7 +168,7 @@ func (l *Log) open(ctx context.Context) error {
 		return err
 	}
 	l.ship = s
-	if err := l.fence.Finish(ctx, l.store); err != nil { // the cut, before any append is accepted
+	if err := l.fence.Finish(ctx, l.store, s.Listing()); err != nil { // the cut, before any append is accepted
 		l.m.Forget()
 		l.closeStore()
 		return err
@@ -193,7 +193,7 @@ func (l *Log) background(ctx context.Context, start func(context.Context, *sync.
 
 // shipperOptions is what the shipper takes from the options.
 func (l *Log) shipperOptions(seals shipper.SealSignal) shipper.Options {
-	return shipper.OptionsFor(logopts.Options(l.opts), seals, l.log, l.m, l.noteErr, l.fence.Fencing(), l.fence.Epoch())
+	return shipper.OptionsFor(logopts.Options(l.opts), seals, l.log, l.m, l.noteErr, l.fence.Fencing(), l.fence.Epoch(), l.fence.Listing())
 }
 
 func (l *Log) closeStore() {

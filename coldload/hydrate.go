@@ -142,7 +142,7 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 	}
 	rep.Base, rep.BaseSegment = p.mark.Seq, p.mark.Segment
 	rep.OrphanSegments, rep.TailBelowWatermark = p.orphanSegs, p.orphanTails
-	rep.Unparsed, rep.Lineage = p.unparsed, ReportLineage(p.lin)
+	rep.Unparsed, rep.Lineage, rep.Listing = p.unparsed, ReportLineage(p.lin), p.view
 	rep.ShippedThrough = p.cursor.ShippedThrough
 	rep.NextSegment = p.nextSegment()
 	if p.cursorErr != nil {

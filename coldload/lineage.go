@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"github.com/bucketlog/bucketlog/bucketview"
 	"github.com/bucketlog/bucketlog/fencing"
 	"github.com/bucketlog/bucketlog/frame"
 )
@@ -62,6 +63,11 @@ type Fenced struct {
 	// NextSegment, which counts in the restored store's ids). A new cut's
 	// fence lies above it and above Lineage.HighestStartSegment.
 	HighestSegmentID uint64 `json:"highest_segment_id"`
+	// Listing is the one read of the bucket the cold load followed (its
+	// start records, segments and tail objects): a takeover's post-claim
+	// listing, which its cut and the start-up checks then take over
+	// instead of listing again. Not in the JSON.
+	Listing *bucketview.View `json:"-"`
 }
 
 // LineageReport is a chain of start records as a report shows it.

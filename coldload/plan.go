@@ -47,6 +47,7 @@ type tailObj struct {
 // reads any segment or tail object.
 type plan struct {
 	shard     uint32
+	view      *bucketview.View // the read the plan was made from
 	mark      watermark.Mark
 	hasMark   bool
 	cursor    tailbatch.Cursor
@@ -140,6 +141,7 @@ func makePlan(ctx context.Context, r Reader, shard uint32) (*plan, error) {
 	if p.lin, err = v.Lineage(); err != nil {
 		return nil, lineageErr(shard, err)
 	}
+	p.view = &v
 	p.mark, p.hasMark = v.Mark, v.Version != ""
 	if v.CursorDamaged {
 		// A damaged cursor object must not brick the restore: the segments

@@ -23,7 +23,12 @@
 // (reconcile_lineage.go): a stale writer's tail objects beyond the cut
 // that ended its epoch, and its seals at or above the cut's fence, neither
 // make the disk look behind or diverged nor count in the rebuilt cursor (its
-// epoch is learnt by a HEAD per judged object; listings carry no metadata).
+// epoch is learnt from the read the checks make of the object anyway: the GET
+// of a tail object, the HEAD of a segment; listings carry no metadata). Open
+// reads each object at most once and lists each kind once; after a
+// takeover's cold load it lists nothing, and judges the hydrated store
+// against the listing the cold load read after the claim (Options.Listed),
+// which Listing hands on to the takeover's cut.
 // A stale writer's seal below the fence whose events run past its epoch's
 // end holds our local segment when its valid part (cut after the end, as
 // every cold load cuts it) is byte-identical to it: durable, not diverged.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/bucketlog/bucketlog/bucketview"
 	"github.com/bucketlog/bucketlog/logopts"
 	"github.com/bucketlog/bucketlog/metrics"
 	"github.com/bucketlog/bucketlog/reclaim"
@@ -13,7 +14,7 @@ import (
 // resolved options (logopts.Resolve), beside what Open builds: the seal
 // hook, the shard's logger and metrics, its poison note and the open's
 // fencing claim.
-func OptionsFor(o logopts.Options, seals SealSignal, log *slog.Logger, m *metrics.Shard, noteErr func(error), fencing bool, epoch uint64) Options {
+func OptionsFor(o logopts.Options, seals SealSignal, log *slog.Logger, m *metrics.Shard, noteErr func(error), fencing bool, epoch uint64, listed *bucketview.View) Options {
 	return Options{
 		Shard:              uint32(o.ShardIndex),
 		TailReplication:    !o.DisableTailReplication,
@@ -35,6 +36,7 @@ func OptionsFor(o logopts.Options, seals SealSignal, log *slog.Logger, m *metric
 		BucketWarnInterval:  o.BucketWarnInterval,
 		Fencing:             fencing,
 		Epoch:               epoch,
+		Listed:              listed,
 		LocalRetentionBytes: o.LocalRetentionBytes,
 		// The fresh check needs a tick to be older than, and synchronous
 		// appends wait for a HEAD anyway.

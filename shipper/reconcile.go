@@ -42,7 +42,8 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 		bucketTip     uint64
 		tails         []blobtier.Key                 // tail objects above the base
 		readStarts    = s.fencingOn()                // the lineage: a stale writer's objects are not the bucket's history
-		lf            = s.noLineage()                // until the start records are in (reconcile_lineage.go)
+		reads         = newOpenReads(s.b)            // each object read once (reconcile_reads.go)
+		lf            = s.noLineage(reads)           // until the start records are in (reconcile_lineage.go)
 		tip           func(v *bucketview.View) error // judges the tail objects and the cursor object
 	)
 	lower := func(seq uint64) {
@@ -86,7 +87,7 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 			}
 		case bucketview.StartRecords:
 			var err error
-			if lf, err = s.newLineageFilter(v); err != nil {
+			if lf, err = s.newLineageFilter(v, reads); err != nil {
 				return err
 			}
 			return tip(v)
@@ -121,7 +122,7 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 	if readStarts {
 		parts |= bucketview.StartRecords
 	}
-	view, err := bucketview.Read(ctx, s.b, s.shard, bucketview.Options{
+	view, err := s.listing(ctx, bucketview.Options{
 		Parts: parts,
 		// Tail objects before the cursor object, both before the segments:
 		// the stale-disk verdict needs no segment listing (with fencing it
@@ -168,7 +169,7 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 		case !ok:
 			return fmt.Errorf("%w: the bucket holds segment %d (%s) that the local store lacks", ErrDiverged, id, info.Key)
 		}
-		match, damaged, err := s.matches(ctx, info, seg, !verifiedAtStart(seg, snap.Segments, cur.ShippedThrough, tails))
+		match, damaged, err := s.matches(ctx, reads, info, seg, !verifiedAtStart(seg, snap.Segments, cur.ShippedThrough, tails))
 		if err != nil {
 			return err
 		}
@@ -196,7 +197,7 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 		return err
 	}
 	trusted, _ := watermark.Contiguous(snap.Segments, func(id uint64) bool { return s.durable[id] })
-	damagedTails, err := s.checkTails(ctx, ownTails, base, max(trusted, cur.ShippedThrough), snap.Segments)
+	damagedTails, err := s.checkTails(ctx, reads, ownTails, base, max(trusted, cur.ShippedThrough), snap.Segments)
 	if err != nil {
 		return err
 	}
@@ -262,10 +263,6 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 			ranges = append(ranges, tailbatch.SegRange{FirstSeq: seg.FirstSeq, LastSeq: seg.LastSeq})
 		}
 	}
-	tv, err := bucketview.Read(ctx, s.b, s.shard, bucketview.Options{Parts: bucketview.Tails})
-	if err != nil {
-		return err
-	}
 	// The deletes the cursor object does not carry (recalldeletes.go):
 	// from its shipped_through event, or from what the durable segments
 	// cover when it is damaged or absent (the rebuilt one is not below).
@@ -288,12 +285,14 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 	// (the new object holds its events) and tail cleanup removes it.
 	// (A copy: DeleteFunc clears the slice it filters, and the damaged
 	// cursor's floor below counts the whole listing.)
-	lineageTails, _, err := lf.tails(ctx, tv.TailObjects, snap.ReclaimedSeq)
+	// The tail objects of the one listing the checks judged (no second
+	// listing: until this shipper starts, only a stale writer adds tail
+	// objects, and the lineage leaves those out).
+	lineageTails, _, err := lf.tails(ctx, view.TailObjects, snap.ReclaimedSeq)
 	if err != nil {
 		return err
 	}
-	tv.TailObjects = lineageTails
-	intact := slices.DeleteFunc(slices.Clone(tv.TailObjects), func(info blobtier.ObjectInfo) bool { return damagedTails[info.Key] })
+	intact := slices.DeleteFunc(slices.Clone(lineageTails), func(info blobtier.ObjectInfo) bool { return damagedTails[info.Key] })
 	shipped := tailbatch.CursorFrom(s.shard, snap.ReclaimedSeq, ranges, intact)
 	s.repl = tailbatch.New(s.shard, shipped, tailbatch.Options{Disabled: !s.tailOn, Epoch: s.o.Epoch})
 	switch {
@@ -302,7 +301,7 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 		// objects, and must not vouch for them before they are in the
 		// bucket intact again (cursorhold.go). Until then the damaged
 		// object stays, so a start after a stop reads them back again.
-		s.hold = &cursorHold{floor: tailbatch.CursorFrom(s.shard, snap.ReclaimedSeq, append(ranges, reput...), tv.TailObjects), segs: reputIDs, tails: heldTails(damagedTails, shipped)}
+		s.hold = &cursorHold{floor: tailbatch.CursorFrom(s.shard, snap.ReclaimedSeq, append(ranges, reput...), lineageTails), segs: reputIDs, tails: heldTails(damagedTails, shipped)}
 		s.log.Error("the cursor object is damaged; it is rebuilt once the damaged segments are put again and the damaged tails' events shipped again", "key", blobtier.CursorKey(s.shard),
 			"shipped_through", s.hold.floor, "segments", reputIDs, "tails_through", s.hold.tails)
 	case curDamaged:
@@ -310,7 +309,7 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 		// must not lower it (the oracle of issue 12: shipped_through never
 		// moves backward): it is at least what the bucket's objects imply,
 		// counting our damaged segments, which the uploader puts again.
-		floor := tailbatch.CursorFrom(s.shard, snap.ReclaimedSeq, append(ranges, reput...), tv.TailObjects)
+		floor := tailbatch.CursorFrom(s.shard, snap.ReclaimedSeq, append(ranges, reput...), lineageTails)
 		var c tailbatch.Cursor
 		if floor > shipped {
 			c, err = tailbatch.WriteCursorDeleted(ctx, s.b, s.shard, floor, snap.Consumers, dsnap.Deleted, dsnap.Tip)
@@ -335,6 +334,7 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 		}
 		s.repl.KnowCursor(cur.Consumers)
 	}
+	s.listed = &view
 	s.rec.BucketTip = bucketTip
 	s.rec.ShippedThrough = shipped
 	s.rec.DurableSegments = len(s.durable)
@@ -353,8 +353,8 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 // metadata must still name the local bytes. damaged reports an object of our own (its metadata names the local bytes)
 // whose bytes fail verification: it is not durable, and the uploader
 // puts it again (replacing it only if its read-back is damaged).
-func (s *Shipper) matches(ctx context.Context, info blobtier.ObjectInfo, seg localseg.SegmentInfo, readBack bool) (match, damaged bool, err error) {
-	st, err := s.b.Stat(ctx, info.Key)
+func (s *Shipper) matches(ctx context.Context, reads *openReads, info blobtier.ObjectInfo, seg localseg.SegmentInfo, readBack bool) (match, damaged bool, err error) {
+	st, err := reads.stat(ctx, info.Key)
 	if errors.Is(err, blobtier.ErrCorrupt) {
 		// No valid metadata: not an object this shard's writer made.
 		return false, false, nil

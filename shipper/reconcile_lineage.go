@@ -18,17 +18,20 @@ import (
 // are not the bucket's history, so they neither make the local disk look
 // behind the bucket or diverged from it, nor count in the rebuilt cursor.
 //
-// Listings carry no metadata, so an object's epoch is known only from a
-// HEAD: with a chain of start records, reconcile HEADs each tail object
-// above the reclaim base, and each segment object at or above the lowest
-// fence segment of the chain (below it every epoch that sealed was still
-// the newest). A bucket without start records (unfenced, or written before
-// fencing) has the lineage of epoch 0 and costs no request here.
+// Listings carry no metadata, so an object's epoch is known only from its
+// metadata: with a chain of start records, reconcile reads each tail object
+// above the reclaim base (one GET, which the read-back of the newest one
+// reuses), and HEADs each segment object at or above the lowest fence
+// segment of the chain (below it every epoch that sealed was still the
+// newest; the HEAD is the one the segment check reuses). A bucket without
+// start records (unfenced, or written before fencing) has the lineage of
+// epoch 0 and costs no request here.
 
 // lineageFilter judges listed objects by the lineage one bucketview.Read
 // found, caching each object's epoch.
 type lineageFilter struct {
 	s        *Shipper
+	r        *openReads
 	lin      fencing.Lineage
 	on       bool   // the chain has a start record
 	minFence uint64 // the lowest fence segment on the chain
@@ -37,15 +40,15 @@ type lineageFilter struct {
 }
 
 // noLineage is the filter of a bucket without start records.
-func (s *Shipper) noLineage() *lineageFilter {
-	return &lineageFilter{s: s, epochs: map[string]uint64{}, zombies: map[string]bool{}}
+func (s *Shipper) noLineage(r *openReads) *lineageFilter {
+	return &lineageFilter{s: s, r: r, epochs: map[string]uint64{}, zombies: map[string]bool{}}
 }
 
 // newLineageFilter takes the lineage of v (read with StartRecords, or not:
 // then it has no chain). A damaged or broken chain refuses the Open before
 // anything changes.
-func (s *Shipper) newLineageFilter(v *bucketview.View) (*lineageFilter, error) {
-	f := s.noLineage()
+func (s *Shipper) newLineageFilter(v *bucketview.View, r *openReads) (*lineageFilter, error) {
+	f := s.noLineage(r)
 	if v.Parts&bucketview.StartRecords == 0 {
 		return f, nil
 	}
@@ -71,7 +74,19 @@ func (f *lineageFilter) epoch(ctx context.Context, info blobtier.ObjectInfo) (e 
 	if e, ok := f.epochs[info.Key]; ok {
 		return e, true, nil
 	}
-	st, err := f.s.b.Stat(ctx, info.Key)
+	if info.Parsed.Kind == blobtier.KindTail {
+		// The read-back the checks need carries the epoch too.
+		_, m, err := f.r.get(ctx, info.Key)
+		if err == nil {
+			f.epochs[info.Key] = m.Epoch
+			return m.Epoch, true, nil
+		}
+		if !errors.Is(err, blobtier.ErrCorrupt) {
+			return 0, false, fmt.Errorf("read %s: %w", info.Key, err)
+		}
+		// Damaged: its metadata alone may still be intact.
+	}
+	st, err := f.r.stat(ctx, info.Key)
 	if errors.Is(err, blobtier.ErrCorrupt) {
 		return 0, false, nil
 	}

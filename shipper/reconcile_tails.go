@@ -21,16 +21,16 @@ import (
 // returned in damaged: it is not shipped (left out of the rebuilt cursor),
 // and the next tick ships its events again from the local copy. A
 // damaged object whose metadata names other bytes is a diverged history.
-func (s *Shipper) checkTails(ctx context.Context, tails []blobtier.ObjectInfo, base, trusted uint64, segs []localseg.SegmentInfo) (damaged map[string]bool, err error) {
+func (s *Shipper) checkTails(ctx context.Context, reads *openReads, tails []blobtier.ObjectInfo, base, trusted uint64, segs []localseg.SegmentInfo) (damaged map[string]bool, err error) {
 	slices.SortFunc(tails, func(a, b blobtier.ObjectInfo) int { return cmp.Compare(b.Parsed.LastSeq, a.Parsed.LastSeq) })
 	compared := false
 	for _, info := range tails {
 		if compared && info.Parsed.LastSeq <= trusted {
 			break
 		}
-		data, _, err := s.b.Get(ctx, info.Key)
+		data, _, err := reads.get(ctx, info.Key)
 		if errors.Is(err, blobtier.ErrCorrupt) {
-			own, oerr := s.ownTail(ctx, info, segs)
+			own, oerr := s.ownTail(ctx, reads, info, segs)
 			if oerr != nil {
 				return nil, oerr
 			}
@@ -65,8 +65,8 @@ func (s *Shipper) checkTails(ctx context.Context, tails []blobtier.ObjectInfo, b
 // segments of its own, so the range may run on into the next local
 // segments (seed 113146 of the simulation): their frames are taken in
 // order.
-func (s *Shipper) ownTail(ctx context.Context, info blobtier.ObjectInfo, segs []localseg.SegmentInfo) (bool, error) {
-	st, err := s.b.Stat(ctx, info.Key)
+func (s *Shipper) ownTail(ctx context.Context, reads *openReads, info blobtier.ObjectInfo, segs []localseg.SegmentInfo) (bool, error) {
+	st, err := reads.stat(ctx, info.Key)
 	if errors.Is(err, blobtier.ErrCorrupt) {
 		return false, nil // no valid metadata: not an object this shard's writer made
 	}

@@ -51,6 +51,7 @@ import (
 
 	"github.com/bucketlog/bucketlog/affinity"
 	"github.com/bucketlog/bucketlog/blobtier"
+	"github.com/bucketlog/bucketlog/bucketview"
 	"github.com/bucketlog/bucketlog/localseg"
 	"github.com/bucketlog/bucketlog/metrics"
 	"github.com/bucketlog/bucketlog/reclaim"
@@ -74,6 +75,7 @@ type Shipper struct {
 	log    *slog.Logger
 	m      *metrics.Shard
 	rec    Reconciled
+	listed *bucketview.View // the bucket state the start-up checks judged (Listing)
 	b      blobtier.Bucket
 	shard  uint32
 	store  Store
@@ -228,6 +230,11 @@ type Options struct {
 	// ownership epoch, written on every object (0: unfenced).
 	Fencing bool
 	Epoch   uint64
+	// Listed is the bucket state the open's takeover read after its claim
+	// (its cold load's one listing: docs/FORMAT.md, "Writer fencing",
+	// takeover step 6); the start-up reconcile judges the hydrated store
+	// against it instead of listing again. nil: reconcile reads the bucket.
+	Listed *bucketview.View
 	// LocalRetentionBytes > 0 bounds the sealed segments kept on the local
 	// disk: beyond it the oldest ones durable in the bucket are evicted
 	// (evict.go). 0 keeps everything.

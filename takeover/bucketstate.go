@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/bucketlog/bucketlog/bucketview"
-	"github.com/bucketlog/bucketlog/fencing"
 )
 
 // The takeover reads the shard's claims and start records through
@@ -26,35 +25,47 @@ func listClaims(ctx context.Context, o Options) (uint64, map[uint64]bool, error)
 	return v.HighestClaim, have, nil
 }
 
-// readStarts lists and reads the shard's start records, every one of
-// them (on the chain or off it). A record that does not decode or
-// disagrees with its key is an error: no cut may extend a chain that
-// cannot be read.
-func readStarts(ctx context.Context, b bucketview.Bucket, shard uint32) ([]fencing.StartRecord, error) {
-	v, err := bucketview.Read(ctx, b, shard, bucketview.Options{Parts: bucketview.StartRecords})
-	if err != nil {
-		return nil, err
+// Listing is the bucket state a hydrated takeover read after its claim
+// (nil otherwise): the start-up checks judge the hydrated store against it
+// rather than listing again.
+func (b *Begun) Listing() *bucketview.View {
+	if b == nil || !b.fencing {
+		return nil
 	}
-	recs := make([]fencing.StartRecord, 0, len(v.Starts))
-	for _, so := range v.Starts {
-		if so.Err != nil {
-			return nil, fmt.Errorf("%s: %w", so.Info.Key, so.Err)
-		}
-		recs = append(recs, so.Record)
-	}
-	return recs, nil
+	return b.listed
 }
 
-// highestSegment is the highest segment id of any segment object of the
-// shard (0: none), whatever its epoch: a cut's fence lies above it.
-func highestSegment(ctx context.Context, o Options) (uint64, error) {
-	v, err := bucketview.Read(ctx, o.Bucket, o.Shard, bucketview.Options{Parts: bucketview.Segments})
-	if err != nil {
-		return 0, err
+// postClaimListing is the one listing taken after the claim that the cut's
+// chain, L and fence come from: the cold load's, else the start-up checks'
+// (checked), else (neither given) a read of the segments and start records
+// now. Never one from before the claim: a cut written in between would be
+// chained past. No second listing either: a cut written since is a stalled
+// lower claimant's, whose own HEAD of the next claim finds ours (it
+// acknowledged nothing, and the chain from our cut skips it), or a higher
+// claimant's, whose claim our HEAD after the cut finds.
+func (b *Begun) postClaimListing(ctx context.Context, checked *bucketview.View) (*bucketview.View, error) {
+	listing := b.listed
+	if listing == nil {
+		listing = checked
 	}
-	var highest uint64
-	for _, info := range v.SegmentObjects {
-		highest = max(highest, info.Parsed.Segment)
+	if listing == nil {
+		v, err := bucketview.Read(ctx, b.o.Bucket, b.o.Shard, bucketview.Options{Parts: bucketview.Segments | bucketview.StartRecords})
+		if err != nil {
+			return nil, err
+		}
+		listing = &v
 	}
-	return highest, nil
+	if want := bucketview.Segments | bucketview.StartRecords; listing.Parts&want != want {
+		return nil, fmt.Errorf("takeover: shard %d: the listing after the claim lacks the segments or the start records", b.o.Shard)
+	}
+	return listing, nil
+}
+
+// dropListing forgets the listing once the open is done with it (it is
+// proportional to the shard's objects; the open's report keeps the cold
+// load's report).
+func (b *Begun) dropListing() {
+	if b.listed = nil; b.Hydrated != nil {
+		b.Hydrated.Listing = nil
+	}
 }

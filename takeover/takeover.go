@@ -29,6 +29,9 @@
 //
 // The claims, start records and segment ids are read through
 // bucketview.Read (bucketstate.go), the one reader of a shard's bucket state.
+// The cut's chain, L, prev_end and fence come from one read after the
+// claim: the cold load's (Listing hands it to the start-up checks) or, over
+// an authoritative local store, the checks' own (bucketstate.go).
 //
 // Crash assumptions: owner.json is written durably right after the claim
 // succeeds, so a crash from there on is a same-disk restart that resumes
@@ -47,6 +50,7 @@ import (
 
 	"github.com/bucketlog/bucketlog/affinity"
 	"github.com/bucketlog/bucketlog/blobtier"
+	"github.com/bucketlog/bucketlog/bucketview"
 	"github.com/bucketlog/bucketlog/coldload"
 	"github.com/bucketlog/bucketlog/fencing"
 	"github.com/bucketlog/bucketlog/localseg"
@@ -82,7 +86,10 @@ type Begun struct {
 	fencing bool
 	nonce   string
 	needCut bool
-	starts  []fencing.StartRecord // the start records listed after the claim
+	// listed is the cold load's read of the bucket after the claim (a
+	// hydrated takeover): the one listing its chain, fence and start-up
+	// checks come from (Listing, Finish).
+	listed *bucketview.View
 	// recorded: owner.json names our claim; bumped: rw and cur carry our
 	// epoch. An authoritative local store gets both only once the engine's
 	// checks passed (a refused open changes neither the directory nor
@@ -248,11 +255,11 @@ func (b *Begun) recover(ctx context.Context) error {
 			return err
 		}
 	}
-	if b.starts, err = readStarts(ctx, o.Bucket, o.Shard); err != nil {
-		return err
-	}
 	if isStore {
-		return nil // an authoritative local store: the engine's checks run next
+		// An authoritative local store: the engine's checks run next, on
+		// their own read of the bucket after the claim, which the cut then
+		// takes its chain and its fence from (Finish).
+		return nil
 	}
 	staged := localseg.TakeoverStagingDir(o.Dir)
 	if err := localseg.RemoveStaged(o.FS, staged); err != nil {
@@ -262,7 +269,7 @@ func (b *Begun) recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("hydrate shard %d from the bucket: %w", o.Shard, err)
 	}
-	b.Hydrated = &rep
+	b.Hydrated, b.listed = &rep, rep.Listing
 	if err := localseg.WriteOwner(o.FS, staged, localseg.Owner{Epoch: b.epoch, Nonce: b.nonce}); err != nil {
 		return err
 	}
@@ -273,9 +280,17 @@ func (b *Begun) recover(ctx context.Context) error {
 // start-up checks passed against the bucket as it is after the claim: the
 // cut (prev_end = the local tip), a HEAD of the next claim, and owner.json
 // recording the cut, after the store's jump to the cut's start_segment.
-// Nothing to do on a same-disk restart or unfenced.
-func (b *Begun) Finish(ctx context.Context, st *localseg.Store) error {
-	if b == nil || !b.fencing || !b.needCut {
+// Nothing to do on a same-disk restart or unfenced. checked is the read of
+// the bucket the start-up checks judged (shipper's Listing), taken after
+// the claim: with an authoritative local store it is the one listing the
+// chain and the fence come from (a hydrated takeover takes its cold
+// load's). nil: Finish reads the start records and segments itself.
+func (b *Begun) Finish(ctx context.Context, st *localseg.Store, checked *bucketview.View) error {
+	if b == nil {
+		return nil
+	}
+	defer b.dropListing()
+	if !b.fencing || !b.needCut {
 		return nil
 	}
 	o := b.o
@@ -292,17 +307,11 @@ func (b *Begun) Finish(ctx context.Context, st *localseg.Store) error {
 		}
 		b.recorded = true
 	}
-	// The chain the cut extends must be the one listed after the claim:
-	// a cut written since (a stalled lower claimant's) changes it, and the
-	// takeover starts over on the next open.
-	now, err := readStarts(ctx, o.Bucket, o.Shard)
+	listing, err := b.postClaimListing(ctx, checked)
 	if err != nil {
 		return err
 	}
-	if len(now) != len(b.starts) {
-		return fmt.Errorf("%w: shard %d: a start record appeared during the takeover; reopen to take over again", localseg.ErrInvalidState, o.Shard)
-	}
-	lin, err := fencing.Chain(b.starts)
+	lin, err := listing.Lineage()
 	if err != nil {
 		return err
 	}
@@ -320,22 +329,19 @@ func (b *Begun) Finish(ctx context.Context, st *localseg.Store) error {
 	// active segment, which a stale writer may still seal; inside our gap,
 	// readers skip it (its valid frames are the ones recovered into our
 	// start segment, so a copy below the fence would duplicate them). The
-	// active segment is not counted: it jumps to start_segment below. A
-	// hydrated takeover takes the listing its cold load read, the one its
-	// recovered frames come from (a seal landing after it is in the gap).
+	// active segment is not counted: it jumps to start_segment below. The
+	// listing is the one the recovered frames come from (a seal landing
+	// after it is in the gap).
 	var highest uint64
 	for _, s := range snap.Segments {
 		if s.Sealed {
 			highest = max(highest, s.ID)
 		}
 	}
-	listed := uint64(0)
-	if b.Hydrated != nil {
-		listed = b.Hydrated.HighestSegmentID
-	} else if listed, err = highestSegment(ctx, o); err != nil {
-		return err
+	for _, info := range listing.SegmentObjects {
+		highest = max(highest, info.Parsed.Segment)
 	}
-	fence := max(max(highest, listed)+1, lin.HighestStartSegment())
+	fence := max(highest+1, lin.HighestStartSegment())
 	prevEnd := snap.Tip
 	rec := fencing.NewStartRecord(b.epoch, lin.Newest(), prevEnd, fence-1, min(snap.ReclaimedSeq, prevEnd))
 	data, err := rec.Encode()

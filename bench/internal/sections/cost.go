@@ -238,7 +238,7 @@ func costRows(env *harness.Env, mode string, rate int, c costCell, err error, se
 // costLog opens a shard on a fresh bucket of emu, counted by c at the
 // blobtier level and by the returned transport at the HTTP level (which
 // waits delay before every request).
-func costLog(ctx context.Context, env *harness.Env, emu *buckets.Emulator, c *buckets.Counter, delay time.Duration, opts bucketlog.Options) (*bucketlog.Log, *buckets.DelayTransport, func(), error) {
+func costLog(ctx context.Context, env *harness.Env, emu *buckets.Emulator, c *buckets.Counter, delay time.Duration, opts bucketlog.Options, wrap ...func(blobtier.Bucket) blobtier.Bucket) (*bucketlog.Log, *buckets.DelayTransport, func(), error) {
 	name, err := emu.NewBucket("cost")
 	if err != nil {
 		return nil, nil, nil, err
@@ -253,6 +253,9 @@ func costLog(ctx context.Context, env *harness.Env, emu *buckets.Emulator, c *bu
 		return nil, nil, nil, err
 	}
 	opts.Dir, opts.Bucket, opts.Logger = dir, c.Wrap(b), warnLogger()
+	for _, w := range wrap {
+		opts.Bucket = w(opts.Bucket)
+	}
 	l, err := bucketlog.Open(ctx, opts)
 	if err != nil {
 		b.Close()

@@ -122,9 +122,15 @@ type latSyncRep struct {
 
 // latencySyncOnce drives a fresh synchronous shard over the delayed client
 // with writers closed-loop appenders for d, timing every append.
-func latencySyncOnce(ctx context.Context, env *harness.Env, emu *buckets.Emulator, writers int, d time.Duration) (latSyncRep, error) {
+// unfenced shows the bucket as one without compare-and-swap, so the shard
+// runs unfenced (epoch 0, no HEAD per group): what fencing adds.
+func latencySyncOnce(ctx context.Context, env *harness.Env, emu *buckets.Emulator, writers int, d time.Duration, unfenced bool) (latSyncRep, error) {
 	var c buckets.Counter
-	l, _, done, err := costLog(ctx, env, emu, &c, latencyDelay, bucketlog.Options{SyncToBucket: true})
+	var wrap []func(blobtier.Bucket) blobtier.Bucket
+	if unfenced {
+		wrap = append(wrap, func(b blobtier.Bucket) blobtier.Bucket { return noFenceBucket{b} })
+	}
+	l, _, done, err := costLog(ctx, env, emu, &c, latencyDelay, bucketlog.Options{SyncToBucket: true}, wrap...)
 	if err != nil {
 		return latSyncRep{}, err
 	}
@@ -188,14 +194,14 @@ func latencySyncRows(ctx context.Context, env *harness.Env, emu *buckets.Emulato
 		rate, p50, p99, perPut []float64
 		err                    error
 	}
-	cells := map[int]*cell{1: {}, 64: {}}
+	cells := map[int]*cell{1: {}, 64: {}, 0: {}} // 0: one appender, unfenced
 	for rep := 0; rep < env.Reps; rep++ {
-		for _, w := range writers {
+		for _, w := range append(writers, 0) {
 			c := cells[w]
 			if c.err != nil || ctx.Err() != nil {
 				continue
 			}
-			r, err := latencySyncOnce(ctx, env, emu, w, d)
+			r, err := latencySyncOnce(ctx, env, emu, max(w, 1), d, w == 0)
 			if err != nil {
 				c.err = err
 				continue
@@ -221,7 +227,13 @@ func latencySyncRows(ctx context.Context, env *harness.Env, emu *buckets.Emulato
 		rows = append(rows, rate[w], p50[w], harness.Measured(section, name+"/p99", "append latency p99", "ms", c.p99, ""),
 			harness.Measured(section, name+"/appends per tail put", "appends per tail put", "appends/put", c.perPut, ""))
 	}
-	rows = append(rows,
+	unf := harness.Measured(section, fmt.Sprintf("sync, %d B, w=1, %v per request, unfenced/p50", BucketPayload, latencyDelay), "append latency p50", "ms", cells[0].p50,
+		"the same bucket shown without compare-and-swap: epoch 0, no fence HEAD")
+	if c := cells[0]; c.err != nil {
+		unf = harness.Failed(section, unf.Name, "ms", c.err)
+	}
+	rows = append(rows, unf,
+		harness.Ratio(section+"/ratio", "sync p50 w=1 fenced / unfenced", p50[1], unf, "what fencing adds: its HEAD goes out beside the read-back"),
 		harness.Ratio(section+"/ratio", "sync p50 w=1 / one PUT round trip", p50[1], put,
 			"TARGET ≤ 2.2; gofakes3 can compare-and-swap, so fencing is on: the p50 includes its HEAD"),
 		harness.Ratio(section+"/ratio", "sync appends/s w=64 / w=1", rate[64], rate[1], "TARGET ≥ 40"))
@@ -344,3 +356,9 @@ func latencyTickRows(ctx context.Context, env *harness.Env, emu *buckets.Emulato
 		harness.Measured(section, nameIdle, "Log.Ship wall time", "ms", idle, "the tick right after: nothing to ship, no request expected"),
 	}
 }
+
+// noFenceBucket is a bucket that claims no compare-and-swap: a shard on it
+// runs unfenced.
+type noFenceBucket struct{ blobtier.Bucket }
+
+func (noFenceBucket) CanCAS() bool { return false }
