@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"gocloud.dev/blob/memblob"
 	"gocloud.dev/gcerrors"
 
 	"github.com/bucketlog/bucketlog/blobtier"
@@ -21,24 +20,16 @@ import (
 // frame of the active segment, never rides in a tail object).
 func TestDeletedConsumerStaysDeletedAfterAStopAndACursorRebuild(t *testing.T) {
 	ctx := ctxT(t)
-	raw := memblob.OpenBucket(nil)
-	fb := faultbucket.New(raw, 1)
-	b := blobtier.New(fb.Bucket(), blobtier.Options{Timeout: time.Second})
-	defer b.Close()
-	opts := Options{Dir: t.TempDir(), Bucket: b, NoBackground: true, StartupTimeout: 2 * time.Second, ShutdownShipTimeout: time.Second, Logger: quiet()}
+	fs := newFaultShard(t, blobtier.Options{Timeout: time.Second})
+	raw, fb, b, opts := fs.raw, fs.fb, fs.b, fs.opts
+	opts.ShutdownShipTimeout = time.Second
 	l := mustOpen(t, opts)
-	for i := 1; i <= 5; i++ {
-		if _, err := l.Append(ctx, ev("1", i)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendEvents(t, ctx, l, 1, 5)
 	// "gone" is created after event 5, in segment 1, which ships sealed.
 	if _, err := l.Pull(ctx, "gone", 10); err != nil {
 		t.Fatal(err)
 	}
-	if rep, err := l.Ship(ctx, true); err != nil || rep.ShippedThrough != 5 {
-		t.Fatalf("ship: %+v %v", rep, err)
-	}
+	shipThrough(t, ctx, l, true, 5)
 	if got := cursorObject(t, ctx, b).Consumers; len(got) != 1 {
 		t.Fatalf("setup: the cursor object lists %v, want gone", got)
 	}
@@ -83,21 +74,13 @@ func TestDeletedConsumerStaysDeletedAfterAStopAndACursorRebuild(t *testing.T) {
 // delete could tombstone it, and that record did not outlive the process.
 func TestDeletedConsumerNeverInTheCursorObjectStaysDeletedAfterAStop(t *testing.T) {
 	ctx := ctxT(t)
-	fb := faultbucket.New(memblob.OpenBucket(nil), 1)
-	b := blobtier.New(fb.Bucket(), blobtier.Options{Timeout: time.Second})
-	defer b.Close()
-	opts := Options{Dir: t.TempDir(), Bucket: b, NoBackground: true, StartupTimeout: 2 * time.Second, ShutdownShipTimeout: time.Second, Logger: quiet()}
+	fs := newFaultShard(t, blobtier.Options{Timeout: time.Second})
+	fb, b, opts := fs.fb, fs.b, fs.opts
+	opts.ShutdownShipTimeout = time.Second
 	l := mustOpen(t, opts)
-	for i := 1; i <= 5; i++ {
-		if _, err := l.Append(ctx, ev("1", i)); err != nil {
-			t.Fatal(err)
-		}
-		if i == 4 {
-			if rep, err := l.Ship(ctx, false); err != nil || rep.ShippedThrough != 4 {
-				t.Fatalf("ship: %+v %v", rep, err)
-			}
-		}
-	}
+	appendEvents(t, ctx, l, 1, 4)
+	shipThrough(t, ctx, l, false, 4)
+	appendEvents(t, ctx, l, 5, 5)
 	// "gone" is created after event 5, in segment 1, which ships sealed;
 	// the cursor object write of that pass fails, then it is deleted and
 	// the process stops, its last cursor object write failing too.

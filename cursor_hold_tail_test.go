@@ -3,9 +3,6 @@ package bucketlog
 import (
 	"errors"
 	"testing"
-	"time"
-
-	"gocloud.dev/blob/memblob"
 
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/blobtier/faultbucket"
@@ -24,23 +21,14 @@ import (
 // local disk holds them.
 func TestRebuiltCursorWaitsForTheDamagedTailsShipment(t *testing.T) {
 	ctx := ctxT(t)
-	raw := memblob.OpenBucket(nil)
-	fb := faultbucket.New(raw, 1)
-	b := blobtier.New(fb.Bucket(), blobtier.Options{})
-	defer b.Close()
-	opts := Options{Dir: t.TempDir(), Bucket: b, NoBackground: true, StartupTimeout: 2 * time.Second, Logger: quiet()}
+	fs := newFaultShard(t, blobtier.Options{})
+	raw, fb, b, opts := fs.raw, fs.fb, fs.b, fs.opts
 	l := mustOpen(t, opts)
 	// Two tail objects in the active segment: 1..10 and 11..15.
-	for i := 1; i <= 15; i++ {
-		if _, err := l.Append(ctx, ev("1", i)); err != nil {
-			t.Fatal(err)
-		}
-		if i == 10 || i == 15 {
-			if rep, err := l.Ship(ctx, false); err != nil || rep.ShippedThrough != uint64(i) {
-				t.Fatalf("ship: %+v %v", rep, err)
-			}
-		}
-	}
+	appendEvents(t, ctx, l, 1, 10)
+	shipThrough(t, ctx, l, false, 10)
+	appendEvents(t, ctx, l, 11, 15)
+	shipThrough(t, ctx, l, false, 15)
 	closeOK(t, l)
 	damageAtRest(t, raw, blobtier.TailKey(0, 1, 10))
 	damageAtRest(t, raw, blobtier.CursorKey(0))

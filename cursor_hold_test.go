@@ -3,9 +3,6 @@ package bucketlog
 import (
 	"errors"
 	"testing"
-	"time"
-
-	"gocloud.dev/blob/memblob"
 
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/blobtier/faultbucket"
@@ -23,30 +20,15 @@ import (
 // start reads the segments back.
 func TestRebuiltCursorWaitsForTheDamagedSegmentsPut(t *testing.T) {
 	ctx := ctxT(t)
-	raw := memblob.OpenBucket(nil)
-	fb := faultbucket.New(raw, 1)
-	b := blobtier.New(fb.Bucket(), blobtier.Options{})
-	defer b.Close()
-	opts := Options{Dir: t.TempDir(), Bucket: b, NoBackground: true, StartupTimeout: 2 * time.Second, Logger: quiet()}
+	fs := newFaultShard(t, blobtier.Options{})
+	raw, fb, b, opts := fs.raw, fs.fb, fs.b, fs.opts
 	l := mustOpen(t, opts)
-	for i := 1; i <= 10; i++ {
-		if _, err := l.Append(ctx, ev("1", i)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendEvents(t, ctx, l, 1, 10)
 	// Segment 1 (1..10) durable and read back, its tail objects cleaned
 	// up; then a tail object for 11..20 in the active segment.
-	if rep, err := l.Ship(ctx, true); err != nil || rep.ShippedThrough != 10 {
-		t.Fatalf("ship: %+v %v", rep, err)
-	}
-	for i := 11; i <= 20; i++ {
-		if _, err := l.Append(ctx, ev("1", i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if rep, err := l.Ship(ctx, false); err != nil || rep.ShippedThrough != 20 {
-		t.Fatalf("ship: %+v %v", rep, err)
-	}
+	shipThrough(t, ctx, l, true, 10)
+	appendEvents(t, ctx, l, 11, 20)
+	shipThrough(t, ctx, l, false, 20)
 	closeOK(t, l)
 	damageAtRest(t, raw, blobtier.SegmentKey(0, 1))
 	damageAtRest(t, raw, blobtier.CursorKey(0))
@@ -106,21 +88,13 @@ func TestRebuiltCursorWaitsForTheDamagedSegmentsPut(t *testing.T) {
 // from 20.
 func TestHeldCursorIsNotWrittenByATailPass(t *testing.T) {
 	ctx := ctxT(t)
-	raw := memblob.OpenBucket(nil)
-	fb := faultbucket.New(raw, 1)
-	b := blobtier.New(fb.Bucket(), blobtier.Options{})
-	defer b.Close()
-	opts := Options{Dir: t.TempDir(), Bucket: b, NoBackground: true, StartupTimeout: 2 * time.Second, Logger: quiet(), DisableTailReplication: true}
+	fs := newFaultShard(t, blobtier.Options{})
+	raw, fb, b, opts := fs.raw, fs.fb, fs.b, fs.opts
+	opts.DisableTailReplication = true
 	l := mustOpen(t, opts)
-	for i := 1; i <= 20; i++ {
-		if _, err := l.Append(ctx, ev("1", i)); err != nil {
-			t.Fatal(err)
-		}
-		if i%10 == 0 {
-			if rep, err := l.Ship(ctx, true); err != nil || rep.ShippedThrough != uint64(i) {
-				t.Fatalf("ship: %+v %v", rep, err)
-			}
-		}
+	for i := 10; i <= 20; i += 10 {
+		appendEvents(t, ctx, l, i-9, i)
+		shipThrough(t, ctx, l, true, uint64(i))
 	}
 	if _, err := l.Pull(ctx, "c", 5); err != nil {
 		t.Fatal(err)

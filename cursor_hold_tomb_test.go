@@ -4,8 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"gocloud.dev/blob/memblob"
-
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/blobtier/faultbucket"
 )
@@ -19,25 +17,17 @@ import (
 // consumer back.
 func TestRebuiltHeldCursorTombstonesAConsumerDeletedWhileHeld(t *testing.T) {
 	ctx := ctxT(t)
-	raw := memblob.OpenBucket(nil)
-	fb := faultbucket.New(raw, 1)
-	b := blobtier.New(fb.Bucket(), blobtier.Options{Timeout: time.Second})
-	defer b.Close()
-	opts := Options{Dir: t.TempDir(), Bucket: b, NoBackground: true, StartupTimeout: 2 * time.Second, ShutdownShipTimeout: time.Second, Logger: quiet()}
+	fs := newFaultShard(t, blobtier.Options{Timeout: time.Second})
+	raw, fb, b, opts := fs.raw, fs.fb, fs.b, fs.opts
+	opts.ShutdownShipTimeout = time.Second
 	l := mustOpen(t, opts)
-	for i := 1; i <= 20; i++ {
-		if _, err := l.Append(ctx, ev("1", i)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendEvents(t, ctx, l, 1, 20)
 	// "gone" is created after event 20, the shipped position, in segment
 	// 1, which ships sealed.
 	if _, err := l.Pull(ctx, "gone", 10); err != nil {
 		t.Fatal(err)
 	}
-	if rep, err := l.Ship(ctx, true); err != nil || rep.ShippedThrough != 20 {
-		t.Fatalf("ship: %+v %v", rep, err)
-	}
+	shipThrough(t, ctx, l, true, 20)
 	closeOK(t, l)
 	damageAtRest(t, raw, blobtier.SegmentKey(0, 1))
 	damageAtRest(t, raw, blobtier.CursorKey(0))

@@ -2,10 +2,8 @@ package bucketlog
 
 import (
 	"testing"
-	"time"
 
 	"gocloud.dev/blob"
-	"gocloud.dev/blob/memblob"
 
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/blobtier/faultbucket"
@@ -19,29 +17,15 @@ import (
 // segment is put again from the local copy, so it counts.
 func TestRebuiltCursorObjectNeverLowersShippedThrough(t *testing.T) {
 	ctx := ctxT(t)
-	raw := memblob.OpenBucket(nil)
-	b := blobtier.New(raw, blobtier.Options{})
-	defer b.Close()
-	opts := Options{Dir: t.TempDir(), Bucket: b, NoBackground: true, StartupTimeout: 2 * time.Second, Logger: quiet()}
+	fs := newFaultShard(t, blobtier.Options{})
+	raw, b, opts := fs.raw, fs.b, fs.opts
 	l := mustOpen(t, opts)
-	for i := 1; i <= 10; i++ {
-		if _, err := l.Append(ctx, ev("1", i)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendEvents(t, ctx, l, 1, 10)
 	// Segment 1 (1..10) durable, its tail objects cleaned up; then a tail
 	// object for 11..20.
-	if _, err := l.Ship(ctx, true); err != nil {
-		t.Fatal(err)
-	}
-	for i := 11; i <= 20; i++ {
-		if _, err := l.Append(ctx, ev("1", i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if rep, err := l.Ship(ctx, false); err != nil || rep.ShippedThrough != 20 {
-		t.Fatalf("ship: %+v %v", rep, err)
-	}
+	shipThrough(t, ctx, l, true, 10)
+	appendEvents(t, ctx, l, 11, 20)
+	shipThrough(t, ctx, l, false, 20)
 	closeOK(t, l)
 	// Damage at rest: segment 1 (one bit) and the cursor object (cut).
 	for _, key := range []string{blobtier.SegmentKey(0, 1), blobtier.CursorKey(0)} {
@@ -87,23 +71,13 @@ func TestRebuiltCursorObjectNeverLowersShippedThrough(t *testing.T) {
 // 0 over a mark at 12): the tick ships its events again, so it counts.
 func TestRebuiltCursorObjectCountsOurDamagedTailObject(t *testing.T) {
 	ctx := ctxT(t)
-	raw := memblob.OpenBucket(nil)
-	b := blobtier.New(raw, blobtier.Options{})
-	defer b.Close()
-	opts := Options{Dir: t.TempDir(), Bucket: b, NoBackground: true, StartupTimeout: 2 * time.Second, Logger: quiet()}
+	fs := newFaultShard(t, blobtier.Options{})
+	raw, b, opts := fs.raw, fs.b, fs.opts
 	l := mustOpen(t, opts)
-	n := 0
-	for _, through := range []int{5, 10} {
-		for n < through {
-			n++
-			if _, err := l.Append(ctx, ev("1", n)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if rep, err := l.Ship(ctx, false); err != nil || rep.ShippedThrough != uint64(through) {
-			t.Fatalf("ship: %+v %v", rep, err)
-		}
-	}
+	appendEvents(t, ctx, l, 1, 5)
+	shipThrough(t, ctx, l, false, 5)
+	appendEvents(t, ctx, l, 6, 10)
+	shipThrough(t, ctx, l, false, 10)
 	closeOK(t, l)
 	damageAtRest(t, raw, blobtier.TailKey(0, 1, 5))
 	damageAtRest(t, raw, blobtier.CursorKey(0))
@@ -135,20 +109,11 @@ func TestRebuiltCursorObjectCountsOurDamagedTailObject(t *testing.T) {
 // from 25 to 0).
 func TestOpenRereadsASegmentReadBackDamaged(t *testing.T) {
 	ctx := ctxT(t)
-	raw := memblob.OpenBucket(nil)
-	fb := faultbucket.New(raw, 1)
-	b := blobtier.New(fb.Bucket(), blobtier.Options{})
-	defer b.Close()
-	opts := Options{Dir: t.TempDir(), Bucket: b, NoBackground: true, StartupTimeout: 2 * time.Second, Logger: quiet()}
+	fs := newFaultShard(t, blobtier.Options{})
+	raw, fb, b, opts := fs.raw, fs.fb, fs.b, fs.opts
 	l := mustOpen(t, opts)
-	for i := 1; i <= 10; i++ {
-		if _, err := l.Append(ctx, ev("1", i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if rep, err := l.Ship(ctx, true); err != nil || rep.ShippedThrough != 10 {
-		t.Fatalf("ship: %+v %v", rep, err)
-	}
+	appendEvents(t, ctx, l, 1, 10)
+	shipThrough(t, ctx, l, true, 10)
 	closeOK(t, l)
 	// Without the cursor object's shipped_through, Open reads segment 1
 	// back; the first read comes back short.
@@ -172,20 +137,11 @@ func TestOpenRereadsASegmentReadBackDamaged(t *testing.T) {
 // restore-failed, a segment missing after Open deleted it).
 func TestOpenDeletesNoSegmentReadBackDamaged(t *testing.T) {
 	ctx := ctxT(t)
-	raw := memblob.OpenBucket(nil)
-	fb := faultbucket.New(raw, 1)
-	b := blobtier.New(fb.Bucket(), blobtier.Options{})
-	defer b.Close()
-	opts := Options{Dir: t.TempDir(), Bucket: b, NoBackground: true, StartupTimeout: 2 * time.Second, Logger: quiet()}
+	fs := newFaultShard(t, blobtier.Options{})
+	raw, fb, opts := fs.raw, fs.fb, fs.opts
 	l := mustOpen(t, opts)
-	for i := 1; i <= 10; i++ {
-		if _, err := l.Append(ctx, ev("1", i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if rep, err := l.Ship(ctx, true); err != nil || rep.ShippedThrough != 10 {
-		t.Fatalf("ship: %+v %v", rep, err)
-	}
+	appendEvents(t, ctx, l, 1, 10)
+	shipThrough(t, ctx, l, true, 10)
 	closeOK(t, l)
 	damageAtRest(t, raw, blobtier.CursorKey(0))
 	key := blobtier.SegmentKey(0, 1)

@@ -132,8 +132,16 @@ func TestFenceZombieGCDeletesNothingUnderANewerWatermark(t *testing.T) {
 		return keys
 	}
 	before := segs()
-	a.GC(ctx, GCRequest{MinRetainedSegments: 1, MaxRetainedSegments: 1})
+	rep, err := a.GC(ctx, GCRequest{MinRetainedSegments: 1, MaxRetainedSegments: 1})
 	if after := segs(); len(after) != len(before) {
 		t.Fatalf("zombie A's GC under B's watermark %s deleted segment objects: %v → %v", data, before, after)
+	}
+	// Its report says what happened: fenced, its deletes refused, not
+	// "reclaimed".
+	if !errors.Is(err, ErrFenced) || rep.Outcome != "fenced" {
+		t.Fatalf("zombie A's GC whose deletes were fenced answered outcome %q, error %v; want outcome \"fenced\" and ErrFenced", rep.Outcome, err)
+	}
+	if rep.Shared == nil || rep.Shared.Deleted.Segments != 0 || rep.Shared.Deleted.Failed == 0 {
+		t.Fatalf("zombie A's GC report: %+v; want no object deleted and the refused deletes counted", rep.Shared)
 	}
 }

@@ -314,6 +314,10 @@ func TestRolloverFailureReportsTheBatchsDurablePrefix(t *testing.T) {
 	if first != tip+1 || last != tip+durable {
 		t.Fatalf("AppendBatch answered %d..%d with %v; events %d..%d of it are durable", first, last, berr, tip+1, tip+durable)
 	}
+	// The error names the durable prefix by its sequences.
+	if want := fmt.Sprintf("(sequences %d..%d of the batch are durable, the rest were not written)", tip+1, tip+durable); !strings.Contains(berr.Error(), want) {
+		t.Fatalf("the error %q does not name the durable prefix as %q", berr, want)
+	}
 }
 
 // TestFailedSealCheckpointKeepsTheRestOutOfTheSuccessor (found by the

@@ -16,7 +16,8 @@ import (
 // the reclaim base), creating the consumer on its first pull of a
 // non-empty store. A pull of an empty store answers Exists=false and writes
 // nothing. A read-only store serves existing consumers and refuses to
-// create one (ErrReadOnly).
+// create one (ErrReadOnly). A first pull reads before it creates: one whose
+// read fails answers the error and leaves no consumer behind.
 func (s *Store) Pull(consumer string, limit int) (PullResult, error) {
 	name, err := validateName("consumer", consumer)
 	if err != nil {
@@ -25,45 +26,71 @@ func (s *Store) Pull(consumer string, limit int) (PullResult, error) {
 	if limit < 0 {
 		return PullResult{}, fmt.Errorf("%w: negative limit %d", ErrInvalidInput, limit)
 	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return PullResult{}, ErrClosed
-	}
-	if s.tip == 0 {
-		s.mu.Unlock()
-		return PullResult{}, nil
-	}
-	created := false
-	h := s.headCons[name]
-	if h == nil {
-		if err := s.checkWritableLocked(); err != nil {
+	for {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return PullResult{}, ErrClosed
+		}
+		if s.tip == 0 {
+			s.mu.Unlock()
+			return PullResult{}, nil
+		}
+		if h := s.headCons[name]; h != nil {
+			cursor := h.cursor
+			if err := s.await(h.gen); err != nil {
+				return PullResult{}, err
+			}
+			tip := s.tipA.Load()
+			recs, _, err := s.readAfter(cursor, limit)
+			if err != nil {
+				return PullResult{}, err
+			}
+			return PullResult{Exists: true, Acked: cursor, Pending: tip - cursor, Records: recs}, nil
+		}
+		if err := s.createRefusedLocked(name); err != nil {
 			s.mu.Unlock()
 			return PullResult{}, err
 		}
-		if err := s.consumerRoomLocked(name); err != nil {
+		s.mu.Unlock()
+		recs, _, err := s.readAfter(0, limit)
+		if err != nil {
+			return PullResult{}, err
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return PullResult{}, ErrClosed
+		}
+		if s.headCons[name] != nil {
+			// A concurrent pull created it while this one read: serve it
+			// from its own cursor.
+			s.mu.Unlock()
+			continue
+		}
+		if err := s.createRefusedLocked(name); err != nil {
 			s.mu.Unlock()
 			return PullResult{}, err
 		}
 		gen := s.enqueueConsumerLocked(KindConsumerCreate, name, 0)
 		delete(s.deleted, name)
-		h = &headConsumer{gen: gen}
-		s.headCons[strings.Clone(name)] = h
-		created = true
-	}
-	cursor := h.cursor
-	if err := s.await(h.gen); err != nil {
-		return PullResult{}, err
-	}
-	if created {
+		s.headCons[strings.Clone(name)] = &headConsumer{gen: gen}
+		if err := s.await(gen); err != nil {
+			return PullResult{}, err
+		}
 		s.log.Info("localseg: a pull created a consumer", "dir", s.dir, "consumer", name)
+		tip := s.tipA.Load()
+		return PullResult{Exists: true, Created: true, Pending: tip, Records: recs}, nil
 	}
-	tip := s.tipA.Load()
-	recs, _, err := s.readAfter(cursor, limit)
-	if err != nil {
-		return PullResult{}, err
+}
+
+// createRefusedLocked is why a pull may not create consumer name: a store
+// that cannot write, or no room for another consumer.
+func (s *Store) createRefusedLocked(name string) error {
+	if err := s.checkWritableLocked(); err != nil {
+		return err
 	}
-	return PullResult{Exists: true, Created: created, Acked: cursor, Pending: tip - cursor, Records: recs}, nil
+	return s.consumerRoomLocked(name)
 }
 
 // Ack moves the consumer's cursor to seq and returns the cursor. Acking at

@@ -152,7 +152,7 @@ func (s *Store) AppendEvents(evs []Event) (BatchResult, error) {
 			// such with the error, so a retry sends only the rest.
 			res.First, res.Last = first, tip
 			res.Duplicates = slices.DeleteFunc(res.Duplicates, func(d Duplicate) bool { return d.Seq > tip })
-			return res, fmt.Errorf("%w (events %d..%d of the batch are durable, the rest were not written)", err, first, tip)
+			return res, fmt.Errorf("%w (sequences %d..%d of the batch are durable, the rest were not written)", err, first, tip)
 		default:
 			return BatchResult{}, err
 		}

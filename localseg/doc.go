@@ -288,6 +288,8 @@
 //     (DefaultMaxConsumers, at most MaxConsumersCeiling) is refused with
 //     ErrConsumerLimit and writes nothing; replay and recovered frames are
 //     never limited (consumerlimit.go). A pull that creates one logs it.
+//     A first pull reads before it creates: a failed read (a segment that
+//     cannot be read, locally or from the bucket) creates no consumer.
 //   - Ack validates against the durable tip and is refused with
 //     ErrReadOnly on a read-only store even when it would be a no-op. A
 //     read-only store serves pulls of existing consumers and refuses to

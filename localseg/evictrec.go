@@ -2,11 +2,7 @@ package localseg
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 )
@@ -40,25 +36,9 @@ type evictRecord struct {
 
 // readEvictRecord reads evicted.json (empty when absent).
 func readEvictRecord(fsys FS, dir string) ([]evictEntry, error) {
-	name := filepath.Join(dir, evictedName)
-	f, err := fsys.OpenFile(name, os.O_RDONLY, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("localseg: open %s: %w", name, err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("localseg: stat %s: %w", name, err)
-	}
-	if st.Size() > 64<<20 {
-		return nil, fmt.Errorf("%w: %s is %d bytes", ErrCorrupt, name, st.Size())
-	}
-	b := make([]byte, st.Size())
-	if err := readFull(f, b, 0); err != nil {
-		return nil, fmt.Errorf("localseg: read %s: %w", name, err)
+	b, ok, err := readSmallFile(fsys, dir, evictedName, 64<<20)
+	if err != nil || !ok {
+		return nil, err
 	}
 	return parseEvictRecord(b)
 }

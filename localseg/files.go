@@ -189,26 +189,11 @@ func WriteSegmentFile(fsys FS, dir string, id uint64, data []byte) error {
 // that does not parse is an error wrapping ErrCorrupt: it is durable truth
 // (written atomically), so damage to it is never guessed around.
 func ReadReclaimManifest(fsys FS, dir string) (ReclaimManifest, error) {
+	b, ok, err := readSmallFile(fsys, dir, manifestName, 1<<16)
+	if err != nil || !ok {
+		return ReclaimManifest{}, err
+	}
 	name := filepath.Join(dir, manifestName)
-	f, err := fsys.OpenFile(name, os.O_RDONLY, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		return ReclaimManifest{}, nil
-	}
-	if err != nil {
-		return ReclaimManifest{}, fmt.Errorf("localseg: open %s: %w", name, err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return ReclaimManifest{}, fmt.Errorf("localseg: stat %s: %w", name, err)
-	}
-	if st.Size() > 1<<16 {
-		return ReclaimManifest{}, fmt.Errorf("%w: %s is %d bytes", ErrCorrupt, name, st.Size())
-	}
-	b := make([]byte, st.Size())
-	if err := readFull(f, b, 0); err != nil {
-		return ReclaimManifest{}, fmt.Errorf("localseg: read %s: %w", name, err)
-	}
 	m, err := parseReclaimManifest(b)
 	if err != nil {
 		return ReclaimManifest{}, fmt.Errorf("%s: %w", name, err)
@@ -249,6 +234,34 @@ func (m ReclaimManifest) encode() []byte {
 // directory fsync. When it returns nil the manifest is durable.
 func WriteReclaimManifest(fsys FS, dir string, m ReclaimManifest) error {
 	return writeDurably(fsys, dir, manifestName, m.encode())
+}
+
+// readSmallFile reads dir/name whole; ok is false when it does not exist.
+// A file over max bytes is an error wrapping ErrCorrupt (every caller reads
+// a small record the engine wrote itself, so a large one is damage, and is
+// never read into memory).
+func readSmallFile(fsys FS, dir, name string, max int64) (b []byte, ok bool, err error) {
+	path := filepath.Join(dir, name)
+	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("localseg: open %s: %w", path, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, false, fmt.Errorf("localseg: stat %s: %w", path, err)
+	}
+	if st.Size() > max {
+		return nil, false, fmt.Errorf("%w: %s is %d bytes", ErrCorrupt, path, st.Size())
+	}
+	b = make([]byte, st.Size())
+	if err := readFull(f, b, 0); err != nil {
+		return nil, false, fmt.Errorf("localseg: read %s: %w", path, err)
+	}
+	return b, true, nil
 }
 
 // writeDurably replaces dir/name with data: a temporary file written and

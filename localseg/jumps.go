@@ -3,10 +3,7 @@ package localseg
 import (
 	"cmp"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -59,26 +56,11 @@ func inJump(jumps []Jump, id uint64) (Jump, bool) {
 // not parse, or whose ranges are empty or overlap, is an error wrapping
 // ErrCorrupt: it is durable truth, never guessed around.
 func ReadJumps(fsys FS, dir string) ([]Jump, error) {
+	b, ok, err := readSmallFile(fsys, dir, jumpsName, 1<<20)
+	if err != nil || !ok {
+		return nil, err
+	}
 	name := filepath.Join(dir, jumpsName)
-	f, err := fsys.OpenFile(name, os.O_RDONLY, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("localseg: open %s: %w", name, err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("localseg: stat %s: %w", name, err)
-	}
-	if st.Size() > 1<<20 {
-		return nil, fmt.Errorf("%w: %s is %d bytes", ErrCorrupt, name, st.Size())
-	}
-	b := make([]byte, st.Size())
-	if err := readFull(f, b, 0); err != nil {
-		return nil, fmt.Errorf("localseg: read %s: %w", name, err)
-	}
 	var raw struct {
 		Jumps *[]Jump `json:"jumps"`
 	}

@@ -44,26 +44,11 @@ func (o Owner) check() error {
 // record that does not parse is ErrCorrupt: the engine must not guess
 // which epoch the disk owned.
 func ReadOwner(fsys FS, dir string) (o Owner, ok bool, err error) {
+	b, ok, err := readSmallFile(fsys, dir, ownerName, 1<<12)
+	if err != nil || !ok {
+		return Owner{}, false, err
+	}
 	name := filepath.Join(dir, ownerName)
-	f, err := fsys.OpenFile(name, os.O_RDONLY, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		return Owner{}, false, nil
-	}
-	if err != nil {
-		return Owner{}, false, fmt.Errorf("localseg: open %s: %w", name, err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return Owner{}, false, fmt.Errorf("localseg: stat %s: %w", name, err)
-	}
-	if st.Size() > 1<<12 {
-		return Owner{}, false, fmt.Errorf("%w: %s is %d bytes", ErrCorrupt, name, st.Size())
-	}
-	b := make([]byte, st.Size())
-	if err := readFull(f, b, 0); err != nil {
-		return Owner{}, false, fmt.Errorf("localseg: read %s: %w", name, err)
-	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&o); err != nil {

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"strconv"
 )
@@ -84,26 +82,14 @@ func parseShardPair(b []byte) (ShardPair, error) {
 
 // readShardPair reads shard.json; ok is false when there is none.
 func readShardPair(fsys FS, dir string) (p ShardPair, ok bool, err error) {
+	b, ok, err := readSmallFile(fsys, dir, shardName, 1<<12)
+	if errors.Is(err, ErrCorrupt) {
+		return ShardPair{}, false, fmt.Errorf("%w; remove it to record the shard pair again", err)
+	}
+	if err != nil || !ok {
+		return ShardPair{}, false, err
+	}
 	name := filepath.Join(dir, shardName)
-	f, err := fsys.OpenFile(name, os.O_RDONLY, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		return ShardPair{}, false, nil
-	}
-	if err != nil {
-		return ShardPair{}, false, fmt.Errorf("localseg: open %s: %w", name, err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return ShardPair{}, false, fmt.Errorf("localseg: stat %s: %w", name, err)
-	}
-	if st.Size() > 1<<12 {
-		return ShardPair{}, false, fmt.Errorf("%w: %s is %d bytes; remove it to record the shard pair again", ErrCorrupt, name, st.Size())
-	}
-	b := make([]byte, st.Size())
-	if err := readFull(f, b, 0); err != nil {
-		return ShardPair{}, false, fmt.Errorf("localseg: read %s: %w", name, err)
-	}
 	if p, err = parseShardPair(b); err != nil {
 		return ShardPair{}, false, fmt.Errorf("%w: %s: %v; remove it to record the shard pair again", ErrCorrupt, name, err)
 	}

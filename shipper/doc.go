@@ -47,6 +47,9 @@
 // again. An older epoch's damaged object under a tail key we need is shipped
 // around: the active segment is sealed and uploaded, and when that upload
 // fails too, the batch ships cut shorter under other tail keys (recut.go).
+// A GC pass during which a newer owner fenced this writer (its bucket
+// deletes under that owner's watermark refused) answers ErrFenced with
+// outcome "fenced", never "reclaimed"; its report still counts what it did.
 //
 // Eviction (evict.go; Options.LocalRetentionBytes): every maintenance
 // pass and every Ship, after the uploads, asks the store to evict the

@@ -31,17 +31,24 @@ func (h hiddenClaim) Stat(ctx context.Context, key string) (blobtier.ObjectInfo,
 	return h.Bucket.Stat(ctx, key)
 }
 
+// zombieCase says what zombieSetup's new owner B leaves A to find.
+type zombieCase struct {
+	hideClaim bool // A's HEAD of B's claim answers "absent"
+	bumpRW    bool // B committed rw (epoch 2, durable_seq 3)
+}
+
 // zombieSetup: A owns epoch 1 and shipped 1..3; B claimed epoch 2, cut at
-// 3, bumped rw (epoch 2, durable_seq 3) and shipped its acknowledged 4..5
-// as a tail object; A appends its own 4..5 and seals, so its local
-// contiguous durable end (5 after the upload) is ahead of the committed 3.
-func zombieSetup(t *testing.T, hide bool) (*Shipper, blobtier.Bucket, string) {
+// 3 (bumped rw when zc.bumpRW) and shipped its acknowledged 4..5 as a tail
+// object; A appends its own 4..5 and seals, so its local contiguous durable
+// end (5 after the upload) is ahead of the committed 3. It returns A, the
+// bucket as it is, and the key of B's tail object.
+func zombieSetup(t *testing.T, zc zombieCase) (*Shipper, blobtier.Bucket, string) {
 	t.Helper()
 	ctx := context.Background()
 	raw := blobtier.New(memcas.OpenBucket(nil), blobtier.Options{Timeout: 5 * time.Second})
 	t.Cleanup(func() { raw.Close() })
 	var b blobtier.Bucket = raw
-	if hide {
+	if zc.hideClaim {
 		b = hiddenClaim{Bucket: raw, key: blobtier.ClaimKey(0, 2)}
 	}
 	put := func(key string, v interface{ Encode() ([]byte, error) }, epoch uint64) {
@@ -81,9 +88,11 @@ func zombieSetup(t *testing.T, hide bool) (*Shipper, blobtier.Bucket, string) {
 	}
 	put(blobtier.ClaimKey(0, 2), fencing.Claim{Epoch: 2, Shard: 0, Owner: "b", Nonce: fencing.NewNonce()}, 2)
 	put(blobtier.StartKey(0, 2), fencing.NewStartRecord(2, 1, 3, fencing.SegmentStride+1, 0), 2)
-	rw := []byte(`{"seq":0,"segment":0,"v":1,"epoch":2,"durable_seq":3}`)
-	if err := raw.CompareAndSwap(ctx, blobtier.WatermarkKey(0), rw, ""); err != nil {
-		t.Fatal(err)
+	if zc.bumpRW {
+		rw := []byte(`{"seq":0,"segment":0,"v":1,"epoch":2,"durable_seq":3}`)
+		if err := raw.CompareAndSwap(ctx, blobtier.WatermarkKey(0), rw, ""); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var tail []byte
 	for i := 4; i <= 5; i++ {
@@ -112,7 +121,7 @@ func zombieSetup(t *testing.T, hide bool) (*Shipper, blobtier.Bucket, string) {
 // carries epoch 2) — and leave rw as B wrote it.
 func TestZombieCleanupBoundIsTheCommittedDurableSeq(t *testing.T) {
 	ctx := context.Background()
-	s, raw, bKey := zombieSetup(t, true)
+	s, raw, bKey := zombieSetup(t, zombieCase{hideClaim: true, bumpRW: true})
 	err := s.maintain(ctx, false)
 	t.Logf("the zombie's maintenance pass: %v (stopped: %v)", err, s.stopped())
 	if _, err := raw.Stat(ctx, bKey); err != nil {

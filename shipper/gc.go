@@ -19,7 +19,7 @@ const sweepEvery = 16
 // boundary where it is.
 type GCReport struct {
 	Shard          int                    `json:"shard"`
-	Outcome        string                 `json:"outcome"` // reclaimed | noop
+	Outcome        string                 `json:"outcome"` // reclaimed | noop | fenced
 	Plan           reclaim.Plan           `json:"plan"`
 	Local          localseg.ReclaimResult `json:"local"`
 	Shared         *reclaim.SharedResult  `json:"shared,omitempty"`
@@ -177,6 +177,13 @@ func (s *Shipper) gcLocked(ctx context.Context, pol reclaim.Policy, explicit, sw
 	}
 	s.m.TailObjectsReclaimed.Add(float64(res.Deleted.Tails))
 	s.m.TailReclaimFailed.Add(float64(res.Deleted.Failed))
+	if ferr := s.Fenced(); ferr != nil {
+		// A newer owner fenced this writer during the pass (its deletes
+		// under that owner's watermark were refused): the pass answers
+		// fenced, not reclaimed, and no later pass retries them here.
+		rep.Outcome = "fenced"
+		return rep, ferr
+	}
 	if res.Deleted.Failed > 0 {
 		s.log.Warn("some bucket deletes failed; the next pass retries them", "failed", res.Deleted.Failed, "errors", res.Deleted.Errors)
 	}

@@ -20,17 +20,27 @@ import (
 // hydration of an empty directory (the root's Open): backoff from 100 ms
 // doubling to 5 s, one WARN per retry, stopped by ctx.
 func RetryStartup(ctx context.Context, timeout time.Duration, log *slog.Logger, what string, fn func() error, transient func(error) bool) error {
+	return retryStartup(ctx, startupClock{now: time.Now, after: time.After}, timeout, log, what, fn, transient)
+}
+
+// startupClock is the time RetryStartup reads and waits on (a test's own).
+type startupClock struct {
+	now   func() time.Time
+	after func(time.Duration) <-chan time.Time
+}
+
+func retryStartup(ctx context.Context, clk startupClock, timeout time.Duration, log *slog.Logger, what string, fn func() error, transient func(error) bool) error {
 	if transient == nil {
 		transient = coldload.Transient
 	}
-	deadline := time.Now().Add(timeout)
+	deadline := clk.now().Add(timeout)
 	backoff := 100 * time.Millisecond
 	for {
 		err := fn()
 		if err == nil {
 			return nil
 		}
-		left := time.Until(deadline)
+		left := deadline.Sub(clk.now())
 		if !transient(err) || left <= 0 {
 			return err
 		}
@@ -39,7 +49,7 @@ func RetryStartup(ctx context.Context, timeout time.Duration, log *slog.Logger, 
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%w (gave up: %v)", err, ctx.Err())
-		case <-time.After(wait):
+		case <-clk.after(wait):
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}

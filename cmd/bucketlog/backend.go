@@ -173,10 +173,17 @@ func (l *verbLog) Append(_ context.Context, ev localseg.Event) (localseg.AppendR
 	return l.v.Append(ev)
 }
 
+// AppendBatch answers a batch that failed after a prefix became durable
+// (localseg.Store.AppendBatch: first..last with the error) with that
+// prefix, as bucketlog.Log.AppendBatch does, so batchAnswer reports its
+// durable_prefix.
 func (l *verbLog) AppendBatch(_ context.Context, evs []localseg.Event) (bucketlog.BatchResult, error) {
 	first, last, err := l.v.AppendBatch(evs)
 	if err != nil {
-		return bucketlog.BatchResult{}, err
+		if first == 0 || last < first {
+			return bucketlog.BatchResult{}, err
+		}
+		return bucketlog.BatchResult{Appended: int(last - first + 1), FirstSequence: first, LastSequence: last}, err
 	}
 	return bucketlog.BatchResult{Appended: len(evs), FirstSequence: first, LastSequence: last}, nil
 }

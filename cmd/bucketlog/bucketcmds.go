@@ -237,7 +237,9 @@ compare-and-swap (S3, GCS): mem:// and file:// buckets are refused (exit 2).
 Output (report fields):
   action            "gc"
   shard             the shard
-  outcome           "reclaimed" or "noop"
+  outcome           "reclaimed", "noop", or "fenced" (a newer owner fenced this
+                    writer during the pass: its bucket deletes were refused;
+                    exit with the fenced class)
   plan              the plan: policy, tip, boundary, rule (consumer, retention,
                     no_interest), consumer, retention_target, remove (segment ids),
                     remove_bytes, through_segment, through_seq, stop, stop_segment,
