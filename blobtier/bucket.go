@@ -310,17 +310,17 @@ func (t *bucket) get(ctx context.Context, op Op, key string) ([]byte, Meta, Vers
 	}
 	defer cancel()
 	if t.cas != casNone {
-		if data, m, v, ok, err := t.getOne(ctx, op, key); ok {
+		if data, m, v, ok, err := t.getOne(ctx, op, key, nil); ok {
 			return data, m, v, err
 		}
 	}
-	return t.getTwo(ctx, op, key)
+	return t.getTwo(ctx, op, key, nil)
 }
 
 // getTwo reads the attributes first and the bytes after. If the bytes fail
 // verification and the attributes changed meanwhile, the object was
 // replaced between the two requests and is read again.
-func (t *bucket) getTwo(ctx context.Context, op Op, key string) ([]byte, Meta, Version, error) {
+func (t *bucket) getTwo(ctx context.Context, op Op, key string, buf []byte) ([]byte, Meta, Version, error) {
 	for attempt := 1; ; attempt++ {
 		attrs, err := t.b.Attributes(ctx, key)
 		if err != nil {
@@ -333,11 +333,11 @@ func (t *bucket) getTwo(ctx context.Context, op Op, key string) ([]byte, Meta, V
 		if m.Length > MaxObjectBytes {
 			return nil, Meta{}, t.version(attrs), &ObjectError{op, key, fmt.Errorf("%w: metadata length %d is over the %d-byte limit", ErrCorrupt, m.Length, MaxObjectBytes)}
 		}
-		data, err := t.readAll(ctx, key, m.Length)
+		data, sum, err := t.readAll(ctx, key, m.Length, buf)
 		if err != nil {
 			return nil, Meta{}, "", t.readErr(op, key, err)
 		}
-		verr := verify(data, m)
+		verr := verifySum(data, sum, m)
 		if verr == nil {
 			return data, m, t.version(attrs), nil
 		}
@@ -350,14 +350,15 @@ func (t *bucket) getTwo(ctx context.Context, op Op, key string) ([]byte, Meta, V
 	}
 }
 
-// readAll reads at most length+1 bytes of key.
-func (t *bucket) readAll(ctx context.Context, key string, length int64) ([]byte, error) {
+// readAll reads at most length+1 bytes of key (into buf when it can hold
+// them) and their digest.
+func (t *bucket) readAll(ctx context.Context, key string, length int64, buf []byte) ([]byte, uint64, error) {
 	r, err := t.b.NewReader(ctx, key, nil)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer r.Close()
-	return readBody(r, length)
+	return readBodyDigest(r, length, buf)
 }
 
 func (t *bucket) readErr(op Op, key string, err error) error {

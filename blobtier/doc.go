@@ -29,7 +29,11 @@
 // altered object, or missing or malformed metadata, is ErrCorrupt naming the
 // key, never a silently shortened result. Where the GET's response carries
 // the metadata and the version token (S3, GCS XML reads, memcas) a Get is
-// that one request; elsewhere it is a stat, then a read. S3 does not check content on read
+// that one request; elsewhere it is a stat, then a read. The digest is
+// computed as the bytes arrive (256 KiB at a time, still in the cache).
+// GetBuffered (BufferedGetter, also on Observe's wrapper) is Get into a
+// buffer the caller reuses, with the same checks; the result holds only
+// what that read returned. S3 does not check content on read
 // and GCS checks only its own CRC32C, so this digest is what catches damage
 // at rest. An object is durable in the bucket when a verified Get (or a Stat
 // whose length and xxh64 equal the local bytes) says so; the mere presence

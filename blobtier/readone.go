@@ -2,9 +2,7 @@ package blobtier
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 
@@ -23,7 +21,7 @@ import (
 // requests to detect, and the token is never newer than the bytes. ok is
 // false, with no error, when the driver does not hand the response over (a
 // GCS client on JSON reads): the caller then reads with a stat and a read.
-func (t *bucket) getOne(ctx context.Context, op Op, key string) (data []byte, m Meta, v Version, ok bool, err error) {
+func (t *bucket) getOne(ctx context.Context, op Op, key string, buf []byte) (data []byte, m Meta, v Version, ok bool, err error) {
 	r, err := t.b.NewReader(ctx, key, nil)
 	if err != nil {
 		return nil, Meta{}, "", true, t.readErr(op, key, err)
@@ -40,11 +38,11 @@ func (t *bucket) getOne(ctx context.Context, op Op, key string) (data []byte, m 
 	if m.Length > MaxObjectBytes {
 		return nil, Meta{}, v, true, &ObjectError{op, key, fmt.Errorf("%w: metadata length %d is over the %d-byte limit", ErrCorrupt, m.Length, MaxObjectBytes)}
 	}
-	data, err = readBody(r, m.Length)
+	data, sum, err := readBodyDigest(r, m.Length, buf)
 	if err != nil {
 		return nil, Meta{}, "", true, t.readErr(op, key, err)
 	}
-	if verr := verify(data, m); verr != nil {
+	if verr := verifySum(data, sum, m); verr != nil {
 		return nil, Meta{}, v, true, &ObjectError{op, key, verr}
 	}
 	return data, m, v, true, nil
@@ -84,21 +82,4 @@ func lowerKeys(md map[string]string) map[string]string {
 		out[strings.ToLower(k)] = v
 	}
 	return out
-}
-
-// readBody reads at most length+1 bytes: one more than the metadata
-// promises is enough to know the object is too long, without trusting its
-// size.
-func readBody(r io.Reader, length int64) ([]byte, error) {
-	// One allocation of the promised size (plus the byte that tells a long
-	// object), not a buffer grown while reading.
-	buf := make([]byte, length+1)
-	n, err := io.ReadFull(r, buf)
-	switch {
-	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		return buf[:n], nil // short: verification says so
-	case err != nil:
-		return nil, err
-	}
-	return buf[:n], nil
 }

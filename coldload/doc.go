@@ -57,7 +57,10 @@
 //     (Options.Concurrency, default 8; errgroup.SetLimit), verify each and
 //     write it as its own file (localseg.WriteSegmentFile: write, fsync) as
 //     soon as it is verified. Memory is bounded by the concurrency window,
-//     not by the log. Continuity is checked from each segment's summary:
+//     not by the log: each worker reads into a buffer of the largest listed
+//     object's size that it reuses for object after object
+//     (blobtier.GetBuffered, bufpool.go), given back only once its segment
+//     file is written. Continuity is checked from each segment's summary:
 //     ids consecutive from watermark segment + 1, sequences consecutive from
 //     watermark sequence + 1. The first hole in id order stops the restore
 //     with a *GapError naming the missing segment ids and sequences (and

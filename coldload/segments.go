@@ -62,6 +62,7 @@ func (h *run) segmentItems() []*segItem {
 func (h *run) fetchSegments(ctx context.Context, items []*segItem) {
 	chk := &orderChecker{p: h.p, items: items, prevID: h.p.mark.Segment, expectSeq: h.p.mark.Seq + 1}
 	chk.stop.Store(int64(len(items)))
+	bufs := newBufPool(items)
 	g := new(errgroup.Group)
 	g.SetLimit(h.conc)
 	for i, it := range items {
@@ -72,7 +73,7 @@ func (h *run) fetchSegments(ctx context.Context, items []*segItem) {
 			if ctx.Err() != nil || (!h.collect && int64(i) > chk.stop.Load()) {
 				return nil
 			}
-			h.fetchSegment(ctx, it)
+			h.fetchSegment(ctx, it, bufs)
 			if !h.collect {
 				chk.finished(i)
 			} else {
@@ -89,9 +90,11 @@ func (h *run) fetchSegments(ctx context.Context, items []*segItem) {
 // fetchSegment reads one segment object (blobtier checks length and
 // digest), verifies every frame (frame.VerifySegment: magic, length, CRC,
 // JSON, consecutive sequences), checks any tail objects that overlap it, and
-// writes the file.
-func (h *run) fetchSegment(ctx context.Context, it *segItem) {
-	data, meta, err := h.r.Get(ctx, it.key)
+// writes the file. The object is read into a buffer of bufs, given back on
+// return.
+func (h *run) fetchSegment(ctx context.Context, it *segItem, bufs *bufPool) {
+	data, meta, err := blobtier.GetBuffered(ctx, h.r, it.key, bufs.get())
+	defer bufs.put(data)
 	if err != nil {
 		it.err = &ObjectError{Key: it.key, Err: err}
 		return

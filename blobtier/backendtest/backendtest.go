@@ -68,6 +68,7 @@ func Run(t *testing.T, newBucket func(t *testing.T) blobtier.Bucket, caps Caps) 
 		{"CompareAndSwapUnsupported", testCASUnsupported, skipUnless(!caps.CAS, "compare-and-swap works")},
 		{"PutOverwrites", testPutOverwrites, ""},
 		{"VerifiedGet", testVerifiedGet, skipUnless(caps.PutRaw != nil, "no raw write hook")},
+		{"VerifiedGetBuffered", testVerifiedGetBuffered, skipUnless(caps.PutRaw != nil, "no raw write hook")},
 		{"AtRestDamageIsNotIdentical", testAtRestDamage, skipUnless(caps.PutRaw != nil, "no raw write hook")},
 		{"ListByShardAndKind", testList, ""},
 		{"ListFlagsUnparsedKeys", testListUnparsed, skipUnless(caps.PutRaw != nil, "no raw write hook")},

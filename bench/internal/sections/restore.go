@@ -4,9 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/bucketlog/bucketlog"
+	"github.com/bucketlog/bucketlog/affinity"
 	"github.com/bucketlog/bucketlog/bench/internal/buckets"
 	"github.com/bucketlog/bucketlog/bench/internal/harness"
 	"github.com/bucketlog/bucketlog/blobtier"
@@ -16,7 +20,7 @@ import (
 func init() {
 	harness.Register(harness.Section{
 		Name:    "restore",
-		Doc:     "bucketlog.Restore MiB/s of one shard from in-process gofakes3 (256 MiB of 8 MiB segments; 32 MiB with -quick) against a plain parallel download + fsync of the same objects",
+		Doc:     "bucketlog.Restore MiB/s and CPU ms/MiB of one shard, and of 4 at once, from in-process gofakes3 (256 MiB of 8 MiB segments each; 32 MiB with -quick) against a plain parallel download + fsync of the same objects",
 		Default: true,
 		Order:   40,
 		Run:     runRestore,
@@ -33,6 +37,10 @@ const (
 	restoreSegmentBytes = 8 << 20
 )
 
+// restoreShards is how many shards the section restores at once (and how
+// many the bucket holds).
+const restoreShards = 4
+
 // restoreConcurrency is the number of objects in flight, for Restore and
 // for the limit alike: coldload's default.
 const restoreConcurrency = coldload.DefaultConcurrency
@@ -44,11 +52,17 @@ type restoreBucket struct {
 	tip   uint64 // the last sequence the bucket holds
 }
 
-// buildRestoreBucket appends events of BucketPayload bytes to a shard that
+// buildRestoreBucket builds shard 0 of the section's bucket
+// (buildRestoreShard).
+func buildRestoreBucket(ctx context.Context, env *harness.Env, b blobtier.Bucket, target int64) (restoreBucket, error) {
+	return buildRestoreShard(ctx, env, b, 0, target)
+}
+
+// buildRestoreShard appends events of BucketPayload bytes to a shard that
 // ships to b until its segments hold at least target bytes, seals and
 // ships everything (Ship with sealActive), closes it, and removes the local
 // directory: the bucket alone is what Restore reads.
-func buildRestoreBucket(ctx context.Context, env *harness.Env, b blobtier.Bucket, target int64) (restoreBucket, error) {
+func buildRestoreShard(ctx context.Context, env *harness.Env, b blobtier.Bucket, shard int, target int64) (restoreBucket, error) {
 	var rb restoreBucket
 	dir, err := tempDir(env.WorkDir, "restore-source-")
 	if err != nil {
@@ -57,12 +71,24 @@ func buildRestoreBucket(ctx context.Context, env *harness.Env, b blobtier.Bucket
 	defer os.RemoveAll(dir)
 	l, err := bucketlog.Open(ctx, bucketlog.Options{
 		Dir: dir, Bucket: b, SegmentMaxBytes: restoreSegmentBytes, NoBackground: true, Logger: warnLogger(),
+		ShardIndex: shard, ShardCount: restoreShards,
 	})
 	if err != nil {
 		return rb, err
 	}
 	defer l.Close()
 	src := newEventSource(BucketPayload, env.Executions)
+	// Only the shard's own execution ids (the engine refuses the others).
+	own := src.ids[:0]
+	for _, id := range src.ids {
+		if affinity.ShardFor(id, restoreShards) == shard {
+			own = append(own, id)
+		}
+	}
+	if len(own) == 0 {
+		return rb, fmt.Errorf("none of %d execution ids belongs to shard %d", len(src.ids), shard)
+	}
+	src.ids = own
 	for {
 		n, _, err := localBytes(l)
 		if err != nil {
@@ -86,7 +112,7 @@ func buildRestoreBucket(ctx context.Context, env *harness.Env, b blobtier.Bucket
 	if err := l.Close(); err != nil {
 		return rb, err
 	}
-	rb.keys, rb.bytes, err = segmentObjects(ctx, b)
+	rb.keys, rb.bytes, err = shardSegmentObjects(ctx, b, uint32(shard))
 	if err != nil {
 		return rb, err
 	}
@@ -100,15 +126,19 @@ func runRestore(ctx context.Context, env *harness.Env) ([]harness.Row, error) {
 		target = restoreQuickBytes
 	}
 	size := mibLabel(target)
+	many := fmt.Sprintf("%dx%s", restoreShards, size)
 	nameLimit := size + "/limit: raw GET, write, fsync"
 	nameGet := size + "/verified GET, write, fsync"
 	nameRestore := size + "/bucketlog.Restore"
+	nameManyLimit := many + " at once/limit: raw GET, write, fsync"
+	nameManyRestore := many + " at once/bucketlog.Restore"
+	names := []string{nameLimit, nameGet, nameRestore, nameManyLimit, nameManyRestore}
 	fail := func(err error) ([]harness.Row, error) {
-		return []harness.Row{
-			harness.Failed(section, nameLimit, "MiB/s", err),
-			harness.Failed(section, nameGet, "MiB/s", err),
-			harness.Failed(section, nameRestore, "MiB/s", err),
-		}, nil
+		var rows []harness.Row
+		for _, n := range names {
+			rows = append(rows, harness.Failed(section, n, "MiB/s", err))
+		}
+		return rows, nil
 	}
 
 	emu, err := buckets.StartS3()
@@ -132,44 +162,76 @@ func runRestore(ctx context.Context, env *harness.Env) ([]harness.Row, error) {
 	defer raw.Close()
 
 	t0 := time.Now()
-	rb, err := buildRestoreBucket(ctx, env, bk, target)
-	if err != nil {
-		return fail(fmt.Errorf("build the bucket: %w", err))
-	}
-	env.Logf("restore: built %d segment objects, %s, %d events in %v", len(rb.keys), mibLabel(rb.bytes), rb.tip, time.Since(t0).Round(time.Millisecond))
-
-	type variant struct {
-		name string
-		run  func(dir string) (int64, error)
-		reps []float64
-		err  error
-	}
-	download := func(get buckets.GetFunc) func(string) (int64, error) {
-		return func(dir string) (int64, error) {
-			n, err := buckets.Download(ctx, get, rb.keys, dir, restoreConcurrency)
-			if err == nil && n != rb.bytes {
-				err = fmt.Errorf("downloaded %d bytes of %d", n, rb.bytes)
-			}
-			return n, err
+	shards := make([]restoreBucket, restoreShards)
+	for i := range shards {
+		if shards[i], err = buildRestoreShard(ctx, env, bk, i, target); err != nil {
+			return fail(fmt.Errorf("build shard %d of the bucket: %w", i, err))
 		}
 	}
-	variants := []*variant{
-		{name: nameLimit, run: download(buckets.RawGet(raw))},
-		{name: nameGet, run: download(func(ctx context.Context, key string) ([]byte, error) {
-			d, _, err := bk.Get(ctx, key)
-			return d, err
-		})},
-		{name: nameRestore, run: func(dir string) (int64, error) {
-			rep, err := bucketlog.Restore(ctx, bucketlog.RestoreOptions{Bucket: bk, Shard: 0, Dir: dir, Concurrency: restoreConcurrency})
-			if err != nil {
+	rb := shards[0]
+	var manyBytes int64
+	for _, s := range shards {
+		manyBytes += s.bytes
+	}
+	env.Logf("restore: built %d shards of %d segment objects, %s each, %d events in shard 0, in %v",
+		restoreShards, len(rb.keys), mibLabel(rb.bytes), rb.tip, time.Since(t0).Round(time.Millisecond))
+
+	download := func(get buckets.GetFunc, rb restoreBucket, dir string) (int64, error) {
+		n, err := buckets.Download(ctx, get, rb.keys, dir, restoreConcurrency)
+		if err == nil && n != rb.bytes {
+			err = fmt.Errorf("downloaded %d bytes of %d", n, rb.bytes)
+		}
+		return n, err
+	}
+	restore := func(shard int, rb restoreBucket, dir string) (int64, error) {
+		rep, err := bucketlog.Restore(ctx, bucketlog.RestoreOptions{Bucket: bk, Shard: shard, Dir: dir, Concurrency: restoreConcurrency})
+		if err != nil {
+			return 0, err
+		}
+		if rep.LastSeq != rb.tip || rep.SegmentBytes != rb.bytes {
+			return 0, fmt.Errorf("shard %d restored through %d (%d segment bytes), the bucket holds through %d (%d bytes)",
+				shard, rep.LastSeq, rep.SegmentBytes, rb.tip, rb.bytes)
+		}
+		return rep.SegmentBytes, nil
+	}
+	// allShards runs one per shard at once, each in a directory of its own.
+	allShards := func(one func(shard int, rb restoreBucket, dir string) (int64, error)) func(string) (int64, error) {
+		return func(dir string) (int64, error) {
+			g := new(errgroup.Group)
+			ns := make([]int64, len(shards))
+			for i, s := range shards {
+				g.Go(func() error {
+					d := filepath.Join(dir, fmt.Sprintf("s%d", i))
+					if err := os.Mkdir(d, 0o755); err != nil {
+						return err
+					}
+					n, err := one(i, s, d)
+					ns[i] = n
+					return err
+				})
+			}
+			if err := g.Wait(); err != nil {
 				return 0, err
 			}
-			if rep.LastSeq != rb.tip || rep.SegmentBytes != rb.bytes {
-				return 0, fmt.Errorf("restored through %d (%d segment bytes), the bucket holds through %d (%d bytes)",
-					rep.LastSeq, rep.SegmentBytes, rb.tip, rb.bytes)
+			var total int64
+			for _, n := range ns {
+				total += n
 			}
-			return rep.SegmentBytes, nil
+			return total, nil
+		}
+	}
+	rawGet := buckets.RawGet(raw)
+	variants := []*restoreVariant{
+		{name: nameLimit, run: func(dir string) (int64, error) { return download(rawGet, rb, dir) }},
+		{name: nameGet, run: func(dir string) (int64, error) {
+			return download(func(ctx context.Context, key string) ([]byte, error) {
+				d, _, err := bk.Get(ctx, key)
+				return d, err
+			}, rb, dir)
 		}},
+		{name: nameRestore, run: func(dir string) (int64, error) { return restore(0, rb, dir) }},
+		{name: nameManyLimit, run: allShards(func(_ int, rb restoreBucket, dir string) (int64, error) { return download(rawGet, rb, dir) })},
+		{name: nameManyRestore, run: allShards(restore)},
 	}
 	// Repetitions are the outer loop, the variants alternate inside it, so
 	// a noisy moment of the shared machine touches all of them. A quick
@@ -182,56 +244,91 @@ func runRestore(ctx context.Context, env *harness.Env) ([]harness.Row, error) {
 		// The order rotates too, so no variant always runs first (after the
 		// previous repetition's files were deleted) or last.
 		for i := range variants {
-			v := variants[(rep+i)%len(variants)]
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			if v.err != nil {
-				continue
-			}
-			dir, err := tempDir(env.WorkDir, "restore-")
-			if err != nil {
-				v.err = err
-				continue
-			}
-			t := time.Now()
-			n, err := v.run(dir)
-			d := time.Since(t)
-			os.RemoveAll(dir)
-			if err != nil {
-				v.err = err
-				env.Logf("restore %s: %v", v.name, err)
-				continue
-			}
-			rate := float64(n) / (1 << 20) / d.Seconds()
-			v.reps = append(v.reps, rate)
-			env.Logf("restore rep %d %s: %v (%.0f MiB/s)", rep+1, v.name, d.Round(time.Millisecond), rate)
+			variants[(rep+i)%len(variants)].measure(env, rep)
 		}
 	}
 
 	objects := fmt.Sprintf("%d objects of up to %s (%s, %d events of %d B), %d in flight",
 		len(rb.keys), mibLabel(restoreSegmentBytes), mibLabel(rb.bytes), rb.tip, BucketPayload, restoreConcurrency)
+	manyObjects := fmt.Sprintf("%d shards like it (%s in all) at once, each with %d in flight", restoreShards, mibLabel(manyBytes), restoreConcurrency)
 	notes := map[string]string{
-		nameLimit:   "the LIMIT: " + objects + "; gocloud NewReader read into a buffer of the response's size, no check; one file + fsync per object, one dir fsync",
-		nameGet:     "as the limit, through blobtier.Get (length + xxh64 checked)",
-		nameRestore: objects + "; every object and frame verified; into an empty dir",
+		nameLimit:       "the LIMIT: " + objects + "; gocloud NewReader read into a buffer of the response's size, no check; one file + fsync per object, one dir fsync",
+		nameGet:         "as the limit, through blobtier.Get (length + xxh64 checked)",
+		nameRestore:     objects + "; every object and frame verified; into an empty dir",
+		nameManyLimit:   "the LIMIT for " + manyObjects + ": one plain download per shard, as above",
+		nameManyRestore: manyObjects + ": one bucketlog.Restore per shard",
 	}
 	rows := make(map[string]harness.Row, len(variants))
-	var out []harness.Row
+	var out, cpu []harness.Row
 	for _, v := range variants {
-		var r harness.Row
+		var r, c harness.Row
 		if v.err != nil {
 			r = harness.Failed(section, v.name, "MiB/s", v.err)
+			c = harness.Failed(section+"/cpu", v.name, "CPU ms/MiB", v.err)
 		} else {
-			r = harness.Measured(section, v.name, "MiB/s", "MiB/s", v.reps, notes[v.name])
+			r = harness.Measured(section, v.name, "MiB/s", "MiB/s", v.rates, notes[v.name])
+			c = harness.Measured(section+"/cpu", v.name, "CPU ms/MiB", "ms/MiB", v.cpu,
+				"user + system CPU of the whole process (getrusage) per MiB of segment objects, the in-process emulator's included")
 		}
 		rows[v.name] = r
 		out = append(out, r)
+		cpu = append(cpu, c)
 	}
+	out = append(out, cpu...)
 	out = append(out,
-		harness.Ratio(section+"/ratio", size+"/restore / limit", rows[nameRestore], rows[nameLimit], "TARGET ≥ 0.8"),
+		harness.Ratio(section+"/ratio", size+"/restore / limit", rows[nameRestore], rows[nameLimit], "TARGET ≥ 0.9"),
+		harness.Ratio(section+"/ratio", many+" at once/restore / limit", rows[nameManyRestore], rows[nameManyLimit], "TARGET ≥ 0.9"),
 		harness.Ratio(section+"/ratio", size+"/verified GET / limit", rows[nameGet], rows[nameLimit], "what blobtier's length + digest check costs"),
 		harness.Ratio(section+"/ratio", size+"/restore / verified GET", rows[nameRestore], rows[nameGet], "what frame verification and the store's own files cost"),
 	)
 	return out, nil
+}
+
+// restoreVariant is one way of bringing the objects down, measured rep by
+// rep: its rates (MiB/s) and CPU (ms of user + system time per MiB).
+type restoreVariant struct {
+	name  string
+	run   func(dir string) (int64, error)
+	rates []float64
+	cpu   []float64
+	err   error
+}
+
+// measure runs v once in a fresh directory, removed afterwards; the first
+// failure ends v's repetitions.
+func (v *restoreVariant) measure(env *harness.Env, rep int) {
+	if v.err != nil {
+		return
+	}
+	dir, err := tempDir(env.WorkDir, "restore-")
+	if err != nil {
+		v.err = err
+		return
+	}
+	defer os.RemoveAll(dir)
+	c0, err := processCPU()
+	if err != nil {
+		v.err = err
+		return
+	}
+	t := time.Now()
+	n, err := v.run(dir)
+	d := time.Since(t)
+	c1, cerr := processCPU()
+	if err == nil {
+		err = cerr
+	}
+	if err != nil {
+		v.err = err
+		env.Logf("restore %s: %v", v.name, err)
+		return
+	}
+	mib := float64(n) / (1 << 20)
+	cpu := (c1 - c0).Seconds() * 1000 / mib
+	v.rates = append(v.rates, mib/d.Seconds())
+	v.cpu = append(v.cpu, cpu)
+	env.Logf("restore rep %d %s: %v (%.0f MiB/s, %.2f CPU ms/MiB)", rep+1, v.name, d.Round(time.Millisecond), mib/d.Seconds(), cpu)
 }
