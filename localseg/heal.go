@@ -59,6 +59,9 @@ type healState struct {
 	healer  Healer
 	damaged map[uint64]string // segment id → why it could not be healed
 	flight  map[uint64]chan struct{}
+	// txPartial: the transaction window's rebuild at open stopped at this
+	// damaged segment, with the tip at txTip (RefreshTxWindow).
+	txPartial, txTip uint64
 
 	healed, failures atomic.Int64
 }
@@ -162,7 +165,10 @@ func (s *Store) HealFrom(id uint64, fetch func(ctx context.Context, id uint64) (
 	for {
 		s.hl.mu.Lock()
 		if s.hl.flight == nil {
-			s.hl.flight, s.hl.damaged = map[uint64]chan struct{}{}, map[uint64]string{}
+			s.hl.flight = map[uint64]chan struct{}{}
+		}
+		if s.hl.damaged == nil {
+			s.hl.damaged = map[uint64]string{}
 		}
 		c, busy := s.hl.flight[id]
 		if !busy {
@@ -186,6 +192,11 @@ func (s *Store) HealFrom(id uint64, fetch func(ctx context.Context, id uint64) (
 		s.hl.damaged[id] = err.Error()
 	}
 	s.hl.mu.Unlock()
+	if healed && err == nil {
+		if rerr := s.RefreshTxWindow(); rerr != nil {
+			s.log.Warn("localseg: the transaction window could not be rebuilt after healing", "dir", s.dir, "segment", id, "err", rerr)
+		}
+	}
 	if errors.Is(err, ErrNoGoodCopy) {
 		s.hl.failures.Add(1)
 		s.log.Error("localseg: a sealed segment is damaged on the local disk and no verified copy heals it; reads of its damaged frames fail", "dir", s.dir, "segment", id, "err", err)
@@ -415,52 +426,36 @@ func (s *Store) HealStats() HealStats {
 	return HealStats{Healed: s.hl.healed.Load(), Failures: s.hl.failures.Load(), Damaged: n}
 }
 
-// maxHealRetries bounds how often one read heals and reads again.
-const maxHealRetries = 3
-
-// ensureIndex builds the read index (ensureIndexOnce). Corruption in a
-// sealed segment is healed and the build run again; a segment that stays
-// damaged is indexed from its index file when that is intact, so reads that
-// need none of its damaged frames answer.
-func (s *Store) ensureIndex() error {
-	for try := 0; ; try++ {
-		err := s.ensureIndexOnce()
-		if err == nil || try >= maxHealRetries || !(s.healAfter(err) || s.degradeIndex(err)) {
-			return err
-		}
+// markDamaged records segment id as damaged.
+func (s *Store) markDamaged(id uint64, why string) {
+	s.hl.mu.Lock()
+	defer s.hl.mu.Unlock()
+	if s.hl.damaged == nil {
+		s.hl.damaged = map[uint64]string{}
 	}
+	s.hl.damaged[id] = why
 }
 
-// degradeIndex lets the index be built around a segment recorded as
-// damaged whose index file is intact: it clears the build's error when
-// that names the segment. It reports whether the build should run again.
-func (s *Store) degradeIndex(err error) bool {
-	var ce *CorruptionError
-	if !errors.As(err, &ce) || !s.isDamaged(ce.Segment) {
-		return false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	seg := s.segByID(ce.Segment)
-	if seg == nil || !seg.sealed {
-		return false
-	}
-	if _, ok := readSegIdxRecord(s.fs, s.dir, ce.Segment, seg.size); !ok {
-		return false
-	}
-	var cur *CorruptionError
-	if errors.As(s.idxErr, &cur) && cur.Segment == ce.Segment {
-		s.idxErr = nil
-	}
-	return true
+// SegmentRecord returns what segment id's index file in dir records of a
+// segment of size bytes — its xxh64 and first event — when the file is
+// intact (its own digest checks): the record a heal checks a copy against.
+// For tools and the simulation.
+func SegmentRecord(fsys FS, dir string, id uint64, size int64) (digest, first uint64, ok bool) {
+	rec, ok := readSegIdxRecord(fsys, dir, id, size)
+	return rec.digest, rec.first, ok
 }
 
-// readLocs reads the events at locs (readLocsOnce); corruption in a sealed
-// segment is healed and the read run again.
-func (s *Store) readLocs(locs []loc) ([]Record, error) {
-	recs, err := s.readLocsOnce(locs)
-	for try := 0; err != nil && try < maxHealRetries && s.healAfter(err); try++ {
-		recs, err = s.readLocsOnce(locs)
+// DamagedOnDisk reports whether sealed segment id's file is damaged at
+// rest: it fails the frame checks (with a record or without one).
+func (s *Store) DamagedOnDisk(id uint64) bool {
+	size, err := s.healTarget(id)
+	if err != nil {
+		return false
 	}
-	return recs, err
+	local := make([]byte, size)
+	if err := s.readAt(id, local, 0); err != nil {
+		return false
+	}
+	_, err = VerifySegment(id, local, 0)
+	return err != nil
 }

@@ -33,6 +33,8 @@ type healStore interface {
 	CheckHealCopy(id uint64, data []byte) error
 	HealDamaged() int
 	Damaged() []localseg.DamagedSegment
+	RefreshTxWindow() error
+	DamagedOnDisk(id uint64) bool
 }
 
 var _ healStore = (*localseg.Store)(nil)
@@ -91,12 +93,23 @@ func (s *Shipper) healable(ctx context.Context, seg localseg.SegmentInfo) (bool,
 	}
 	data, err := s.lineageCopy(ctx, seg.ID)
 	if err != nil {
-		if errors.Is(err, blobtier.ErrCorrupt) || errors.Is(err, blobtier.ErrNotFound) || errors.Is(err, errOffLineage) {
-			return false, nil // no good copy: the verdict judges the segment as before
+		if !errors.Is(err, blobtier.ErrCorrupt) && !errors.Is(err, blobtier.ErrNotFound) && !errors.Is(err, errOffLineage) {
+			return false, err // the bucket failing: the start is retried
 		}
-		return false, err
+		if hs.DamagedOnDisk(seg.ID) {
+			// Not a diverged disk: the local file is damaged at rest and
+			// no copy heals it now. Refused, naming both.
+			return false, fmt.Errorf("segment %d is damaged on the local disk and its bucket copy cannot heal it: %w", seg.ID, err)
+		}
+		return false, nil // the verdict judges the segment as before
 	}
-	return hs.CheckHealCopy(seg.ID, data) == nil, nil
+	if cerr := hs.CheckHealCopy(seg.ID, data); cerr != nil {
+		if hs.DamagedOnDisk(seg.ID) {
+			return false, fmt.Errorf("segment %d is damaged on the local disk and its bucket copy cannot be verified to heal it: %w", seg.ID, cerr)
+		}
+		return false, nil
+	}
+	return true, nil
 }
 
 // healAtStart heals the segments healable found, after the verdict.
@@ -110,7 +123,11 @@ func (s *Shipper) healAtStart(ids []uint64) error {
 			return fmt.Errorf("heal segment %d, damaged on the local disk, from the bucket: %w", id, err)
 		}
 	}
-	return nil
+	if len(ids) == 0 {
+		return nil
+	}
+	// The window of transaction ids skipped what came before the damage.
+	return hs.RefreshTxWindow()
 }
 
 // healDamagedLocked retries the damaged segments (the maintenance pass).
