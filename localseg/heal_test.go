@@ -129,7 +129,7 @@ func TestHealDamagedSegmentFromVerifiedCopy(t *testing.T) {
 // and no read fetches the copy again. RED control: healing from a copy
 // without checking it replaces the file with the damaged copy.
 func TestHealRefusesACopyThatDoesNotVerify(t *testing.T) {
-	for _, tc := range []string{"copy damaged", "not durable", "RED: unverified copy"} {
+	for _, tc := range []string{"copy damaged", "foreign copy", "not durable", "RED: unverified copy"} {
 		t.Run(tc, func(t *testing.T) {
 			dir := t.TempDir()
 			want, seg, good := healFixture(t, dir)
@@ -138,6 +138,11 @@ func TestHealRefusesACopyThatDoesNotVerify(t *testing.T) {
 			bad := slices.Clone(good)
 			bad[len(bad)-3] ^= 0x01
 			src := &copies{data: map[uint64][]byte{2: bad}}
+			if tc == "foreign copy" {
+				// Every frame valid, the same length and sequences: another
+				// history's segment, which only the recorded xxh64 tells.
+				src.data[2] = foreignCopy(t, good)
+			}
 			if tc == "not durable" {
 				src.data = nil
 			}
@@ -207,4 +212,31 @@ func TestHealRefusesACopyThatDoesNotVerify(t *testing.T) {
 			sameRecs(t, "after healing", scanAll(t, s), want)
 		})
 	}
+}
+
+// foreignCopy re-encodes every frame of seg with one payload byte changed:
+// valid frames, the same length and sequences, other bytes.
+func foreignCopy(t *testing.T, seg []byte) []byte {
+	t.Helper()
+	var out []byte
+	changed := false
+	for o := 0; o < len(seg); {
+		f, n, err := localseg.DecodeFrame(seg[o:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Kind == localseg.KindEvent && !changed && len(f.Payload) > 0 {
+			p := []byte(f.Payload)
+			p[0] ^= 0x01
+			f.Payload, changed = string(p), true
+		}
+		if out, err = localseg.EncodeFrame(out, &f); err != nil {
+			t.Fatal(err)
+		}
+		o += n
+	}
+	if !changed || len(out) != len(seg) {
+		t.Fatalf("foreign copy: changed=%v, %d bytes for %d", changed, len(out), len(seg))
+	}
+	return out
 }
