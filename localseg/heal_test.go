@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -239,4 +240,73 @@ func foreignCopy(t *testing.T, seg []byte) []byte {
 		t.Fatalf("foreign copy: changed=%v, %d bytes for %d", changed, len(out), len(seg))
 	}
 	return out
+}
+
+// Healing is crash-safe and checks before it acts: the copy goes to a
+// temporary that is fsynced before the rename over the damaged file. A
+// failure of any step leaves the file damaged or healed — never anything
+// else — and no temporary behind; once the disk answers, a read heals it.
+func TestHealFailingStepsReplaceNothingHalfway(t *testing.T) {
+	for _, op := range []string{"create", "write", "sync", "rename", "syncdir", "none"} {
+		t.Run(op, func(t *testing.T) {
+			dir := t.TempDir()
+			want, seg, good := healFixture(t, dir)
+			flip(t, seg, len(good)/2)
+			damaged, _ := os.ReadFile(seg)
+			h := newHookFS()
+			o := small
+			o.FS = h
+			s := openT(t, dir, o)
+			defer s.Close()
+			s.SetHealer(&copies{data: map[uint64][]byte{2: good}})
+			healing := func(o, name string) bool {
+				return o == op && (strings.HasSuffix(name, ".heal.tmp") || o == "rename" || o == "syncdir")
+			}
+			h.mu.Lock()
+			h.log = nil
+			h.fail = func(o, name string) error {
+				if healing(o, name) {
+					return errors.New("injected")
+				}
+				return nil
+			}
+			h.mu.Unlock()
+			_, err := s.Scan(0, 1000)
+			got, _ := os.ReadFile(seg)
+			if !bytes.Equal(got, damaged) && !bytes.Equal(got, good) {
+				t.Fatal("the segment file is neither the damaged nor the sealed bytes")
+			}
+			if m, _ := filepath.Glob(filepath.Join(dir, "*.heal.tmp")); len(m) != 0 {
+				t.Fatalf("temporaries left: %v", m)
+			}
+			if op == "none" || op == "syncdir" {
+				if err != nil || !bytes.Equal(got, good) {
+					t.Fatalf("with %s failing: read %v, healed %v", op, err, bytes.Equal(got, good))
+				}
+				h.mu.Lock()
+				synced, renamed := -1, -1
+				for i, l := range h.log {
+					if l == "sync "+filepath.Base(seg)+".heal.tmp" {
+						synced = i
+					}
+					if l == "rename "+filepath.Base(seg) {
+						renamed = i
+					}
+				}
+				h.mu.Unlock()
+				if synced < 0 || renamed < synced {
+					t.Fatalf("the temporary was not fsynced before the rename: %v", h.log)
+				}
+			} else if err == nil || bytes.Equal(got, good) {
+				t.Fatalf("with %s failing the heal succeeded (%v)", op, err)
+			}
+			h.mu.Lock()
+			h.fail = nil
+			h.mu.Unlock()
+			sameRecs(t, "once the disk answers", scanAll(t, s), want)
+			if got, _ := os.ReadFile(seg); !bytes.Equal(got, good) {
+				t.Fatal("not healed once the disk answers")
+			}
+		})
+	}
 }
