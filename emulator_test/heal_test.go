@@ -190,3 +190,77 @@ func TestHealRefusedWhenTheBucketCopyIsDamaged(t *testing.T) {
 	all := scanAll(t, r.l) // the events, and the one appended above
 	sameRecords(t, "after healing", all.Records[:len(r.want)], r.want)
 }
+
+// TestHealWaitsUntilTheSegmentIsDurable: a segment whose object is in the
+// bucket but not durable (its read-back after the put failed) is not
+// healed from that object while the shard runs, even intact; the next
+// start verifies the object against the segment's record and heals it.
+func TestHealWaitsUntilTheSegmentIsDurable(t *testing.T) {
+	v := newEnv(t, backends[0], true)
+	opts := bucketlog.Options{Dir: t.TempDir(), Bucket: v.b, SegmentMaxBytes: evictSegMax, NoBackground: true}
+	l := open(t, opts)
+	seg := segN(t, l, 1)
+	execs := execsOf(0, 1, 3)
+	ctx := ctxT(t)
+	var want []localseg.Record
+	for i := range 60 {
+		e := evictEvent(execs, i)
+		res, err := l.Append(ctx, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, localseg.Record{Seq: res.Seq, ExecutionID: e.ExecutionID, TransactionID: e.TransactionID, Payload: e.Payload})
+	}
+	key := blobtier.SegmentKey(0, seg)
+	rule := v.fb.MustAdd(faultbucket.Rule{Op: faultbucket.OpRead, Kind: faultbucket.Refuse, Key: key})
+	l.Ship(ctx, false) // the put lands, its read-back fails
+	v.fb.Remove(rule)
+	if _, err := v.b.Stat(ctx, key); err != nil {
+		t.Fatalf("the segment object is not in the bucket: %v", err)
+	}
+	if l.Status().SegmentsDurable != 0 {
+		t.Fatalf("segment %d counts durable after a failed read-back", seg)
+	}
+	path := filepath.Join(l.Dir(), localseg.SegmentFileName(seg))
+	good, _ := os.ReadFile(path)
+	bad := bytes.Clone(good)
+	bad[len(bad)/3] ^= 0x08
+	if err := os.WriteFile(path, bad, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Scan(ctx, 0, 1000); err == nil {
+		t.Fatal("a read through the damaged segment succeeded before it was durable")
+	}
+	if got, _ := os.ReadFile(path); !bytes.Equal(got, bad) {
+		t.Fatal("healed from an object that is not durable")
+	}
+	if st := l.Status(); len(st.DamagedSegments) != 1 {
+		t.Fatalf("status %+v", st)
+	}
+	// The uploader does not put a damaged local segment again (it fails
+	// its checks before the upload), so it stays not durable while the
+	// shard runs: a pass does not heal it.
+	l.Ship(ctx, false)
+	if got, _ := os.ReadFile(path); !bytes.Equal(got, bad) {
+		t.Fatal("a pass healed from an object that is not durable")
+	}
+	// A restart's reconcile verifies the object against the segment's
+	// record (length, xxh64, frames, epoch on the lineage): durable, and
+	// healed after the verdict.
+	if err := l.Close(); err == nil {
+		t.Fatal("Close's last shipment uploaded a damaged segment")
+	}
+	opts.Registerer = prometheus.NewRegistry()
+	l = open(t, opts)
+	p, err := l.Scan(ctx, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameRecords(t, "after healing", p.Records, want)
+	if got, _ := os.ReadFile(path); !bytes.Equal(got, good) {
+		t.Fatal("not healed at the restart")
+	}
+	if got := fltMetrics(t, opts.Registerer.(*prometheus.Registry))["local_segments_healed_total"]; got != 1 {
+		t.Fatalf("local_segments_healed_total = %v", got)
+	}
+}
