@@ -21,13 +21,14 @@ import (
 // known. It releases s.mu while reading.
 func (s *Store) probeUnknownLocked() error {
 	type job struct {
-		seg  *segment
-		size int64
+		seg    *segment
+		size   int64
+		sealed bool
 	}
 	var jobs []job
 	for _, seg := range s.segs {
 		if !seg.known {
-			jobs = append(jobs, job{seg, seg.size})
+			jobs = append(jobs, job{seg, seg.size, seg.sealed})
 		}
 	}
 	if len(jobs) == 0 {
@@ -44,6 +45,9 @@ func (s *Store) probeUnknownLocked() error {
 		}
 		firsts[i], errs[i] = probeFirstEvent(r.f, j.seg.id, j.size)
 		s.readers.put(r)
+		if errs[i] != nil && j.sealed {
+			firsts[i], errs[i] = s.firstOfDamaged(j.seg.id, j.size, errs[i]) // heal.go
+		}
 	}
 	s.mu.Lock()
 	for i, j := range jobs {

@@ -41,6 +41,7 @@
 package shipper
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -173,6 +174,7 @@ func New(ctx context.Context, store Store, b blobtier.Bucket, o Options) (*Shipp
 	if err := store.RemoveLeftovers(); err != nil {
 		return nil, err
 	}
+	s.registerHealer()
 	return s, nil
 }
 
@@ -316,8 +318,9 @@ func (s *Shipper) noteErr(err error) {
 // them). Without it, synchronous appends ship the tail themselves.
 func (s *Shipper) Start(ctx context.Context, wg *sync.WaitGroup) { s.start(ctx, wg) }
 
-// Health is nil while the shard ships, else why not.
-func (s *Shipper) Health() error { return s.health() }
+// Health is nil while the shard ships and its local segments are intact
+// (heal.go), else why not.
+func (s *Shipper) Health() error { return cmp.Or(s.health(), s.damagedErr()) }
 
 // Stopped is the second-writer stop (nil while the shard ships, and on a
 // nil Shipper). Detection is not prevention: an event acknowledged after
