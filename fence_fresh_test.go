@@ -2,6 +2,7 @@ package bucketlog
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,31 +15,47 @@ import (
 // finds B's claim, and the append is refused as fenced with nothing
 // written. The RED control (DisableFenceFreshAck) acknowledges that
 // append locally, beyond B's cut.
+//
+// A's tick never fires (an hour) and its clock is the test's: A ships by
+// an explicit Ship, which returns once its whole pass is over, and the
+// tick's worth of idleness is a move of the clock. (With a real 50 ms
+// tick the test waited for A's shipped position and then let B claim,
+// while A's pass was still in its cursor object's fence HEAD: that HEAD
+// found B's claim and fenced A before the RED control's append. A's
+// requests after its tail commit are held 100 ms to keep that window
+// open.)
 func TestFenceFreshAckRefusesAResumedStaleOwner(t *testing.T) {
 	for _, disable := range []bool{false, true} {
 		ctx := ctxT(t)
 		shared := casBucket(t)
-		const tick = 50 * time.Millisecond
-		oa := fenceOpts(t.TempDir(), newView(shared), false)
-		oa.NoBackground, oa.TailInterval, oa.DisableFenceFreshAck = false, tick, disable
+		clock := &testClock{now: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+		va := newView(shared)
+		var la atomic.Pointer[Log]
+		var bOpens atomic.Bool
+		va.setHooks(func(blobtier.Op, string) error {
+			if l := la.Load(); l != nil && l.ShippedThrough() >= 3 && !bOpens.Load() {
+				time.Sleep(100 * time.Millisecond)
+			}
+			return nil
+		}, nil)
+		oa := fenceOpts(t.TempDir(), va, false)
+		oa.NoBackground, oa.Now, oa.DisableFenceFreshAck = false, clock.Now, disable
 		a := mustOpen(t, oa)
+		la.Store(a)
 		for i := 1; i <= 3; i++ {
 			if _, err := a.Append(ctx, ev("x", i)); err != nil {
 				t.Fatal(err)
 			}
 		}
-		deadline := time.Now().Add(time.Minute) // a hang guard only
-		for a.ShippedThrough() < 3 {
-			if time.Now().After(deadline) {
-				t.Fatal("A never shipped 1..3")
-			}
-			time.Sleep(tick / 5)
+		if _, err := a.Ship(ctx, false); err != nil || a.ShippedThrough() != 3 {
+			t.Fatalf("A's ship of 1..3: shipped through %d, %v", a.ShippedThrough(), err)
 		}
+		bOpens.Store(true)
 		b := mustOpen(t, fenceOpts(t.TempDir(), newView(shared), false))
 		if b.ship.Epoch() != 2 {
 			t.Fatalf("B's epoch %d, want 2", b.ship.Epoch())
 		}
-		time.Sleep(3 * tick) // A's last good check is now older than one tick
+		clock.add(3 * oa.TailInterval) // A's last good check is now older than one tick
 		_, err := a.Append(ctx, ev("x", 4))
 		if disable {
 			if err != nil || a.store.Tip() != 4 {

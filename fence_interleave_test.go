@@ -86,7 +86,7 @@ func TestFenceSyncPutBetweenClaimAndListIsAcknowledgedFromTheCut(t *testing.T) {
 				go func() { res <- ackA.append(t, a, ev("a", 3)) }()
 				select {
 				case <-putDone:
-				case <-time.After(3 * time.Second):
+				case <-time.After(bgWaitGuard):
 					t.Error("A's put never landed between B's claim and B's listing")
 				}
 			})

@@ -54,7 +54,7 @@ func TestFenceCheckBesideAFailedReadBackCertifiesNothing(t *testing.T) {
 	go func() { res <- got.append(t, l, ev("w", 1)) }()
 	select {
 	case <-blocked:
-	case <-time.After(5 * time.Second):
+	case <-time.After(bgWaitGuard):
 		t.Fatal("the retry's put never came")
 	}
 	// A claimant claims epoch 2 and cuts at sequence 1 (its listing saw

@@ -57,7 +57,7 @@ func cursorShipped(t *testing.T, b blobtier.Bucket) uint64 {
 // waitCursor waits until the cursor object in b says shipped_through want.
 func waitCursor(t *testing.T, b blobtier.Bucket, want uint64) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(bgWaitGuard); ; time.Sleep(time.Millisecond) {
 		if _, _, err := b.Get(ctxT(t), blobtier.CursorKey(0)); err == nil && cursorShipped(t, b) == want {
 			return
 		}
@@ -114,7 +114,7 @@ func TestSyncAckBeforeCursorWriteIsRestorable(t *testing.T) {
 	const seq = 2
 	select {
 	case <-reached:
-	case <-time.After(3 * time.Second):
+	case <-time.After(bgWaitGuard):
 		t.Fatal("the pass never reached the cursor object's write")
 	}
 	if s := cursorShipped(t, shared); s >= seq {

@@ -59,7 +59,7 @@ func TestSyncSecondGroupDoesNotWaitForTheFirstPut(t *testing.T) {
 	go appendOne(1)
 	select {
 	case <-blocked:
-	case <-time.After(5 * time.Second):
+	case <-time.After(bgWaitGuard):
 		t.Fatal("the first group's put never came")
 	}
 	// A group of pipelineMin appenders: a smaller one waits for a pass to end.
@@ -73,7 +73,7 @@ func TestSyncSecondGroupDoesNotWaitForTheFirstPut(t *testing.T) {
 			if err != nil {
 				t.Fatalf("synchronous append: %v", err)
 			}
-		case <-time.After(3 * time.Second):
+		case <-time.After(bgWaitGuard): // a hang guard: a group that waited for the hung put fails at SyncWait
 			t.Fatal("no acknowledgement while the first group's put hangs: the second group waited for it")
 		}
 	}

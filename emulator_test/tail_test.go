@@ -198,7 +198,10 @@ func TestSyncAppendRefusingBucket(t *testing.T) {
 			ctx := ctxT(t)
 			v := newEnv(t, be, true)
 			execs := execsOf(0, 1, 3)
-			const wait = 300 * time.Millisecond
+			// The first appends must be confirmed within it with the tick's
+			// loop running (3 took up to 120 ms under -race on a loaded
+			// 2-core machine): a second, not 300 ms.
+			const wait = time.Second
 			l := open(t, bucketlog.Options{Dir: t.TempDir(), Bucket: v.b, SyncToBucket: true, SyncWait: wait, TailInterval: time.Hour})
 			want := appendN(t, l, execs, 0, 3, 1)
 			rule := v.fb.MustAdd(faultbucket.Rule{Op: faultbucket.OpWrite, Kind: faultbucket.Refuse})

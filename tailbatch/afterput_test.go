@@ -40,7 +40,7 @@ func TestAfterUploadRunsBesideTheReadBack(t *testing.T) {
 		select {
 		case <-started:
 			return nil
-		case <-time.After(5 * time.Second):
+		case <-time.After(hangGuard):
 			return errors.New("the read-back waited for AfterUpload, which never started")
 		}
 	})
