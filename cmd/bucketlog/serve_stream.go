@@ -34,8 +34,8 @@ const (
 	defaultStreamStall       = time.Minute
 	// streamLinger and streamLingerPerSub batch busy streams' writes:
 	// the hub publishes at most once per streamLinger, or per
-	// streamLingerPerSub for each subscriber when that is longer (10 ms
-	// for 100), so a burst of commits costs each subscriber one wake-up
+	// streamLingerPerSub for each subscriber when that is longer (50 ms,
+	// live.DefaultMaxGap, from 100 on), so a burst of commits costs each subscriber one wake-up
 	// and one write per gap, not one per commit, and delivery's share of
 	// the CPU stays bounded however many subscribe; the first record
 	// after a quiet spell goes out at once.

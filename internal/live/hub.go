@@ -17,8 +17,13 @@ const hubPagesPerPublish = 16
 
 // Default publication gaps (Hub.MinGap, Hub.GapPerSub).
 const (
-	DefaultMinGap    = 2 * time.Millisecond
-	DefaultGapPerSub = 100 * time.Microsecond
+	DefaultMinGap = 2 * time.Millisecond
+	// DefaultGapPerSub: a publication costs each subscriber a fixed
+	// ~20 µs (a wake-up and a loopback write here, a wake-up and a read
+	// in the subscriber) however few records it carries, so 500 µs per
+	// subscriber keeps that fixed cost of a busy stream at ~4% of one
+	// core (it was 100 µs: ~20%, BENCHMARKS.md, Live reads).
+	DefaultGapPerSub = 500 * time.Microsecond
 	// DefaultMaxGap caps the per-subscriber part: with many subscribers
 	// delivery latency stays bounded (10,000 subscribers would otherwise
 	// wait a second per publication) at the cost of delivery CPU.
