@@ -39,6 +39,10 @@ var ErrOverflow = errors.New("live: subscriber buffer full")
 type Item struct {
 	Seq   uint64
 	Frame []byte
+	// A whole-log subscriber's frames lie in their publication's block,
+	// Frame at off (Runs joins adjacent ones); nil for an execution's.
+	block []byte
+	off   int
 }
 
 // Hub fans the records a store commits out to live subscribers: one
@@ -246,7 +250,7 @@ func (h *Hub) publish(pos uint64) error {
 		if n := len(h.cum); n > 0 {
 			c = h.cum[n-1]
 		}
-		for _, it := range items {
+		for _, it := range pack(items) {
 			c += uint64(len(it.Frame))
 			h.tail = append(h.tail, it)
 			h.cum = append(h.cum, c)
