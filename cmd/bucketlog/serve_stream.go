@@ -21,7 +21,8 @@ import (
 // then joins the live hub (internal/live.Hub): one goroutine reads each
 // commit's records once, frames them once into a tail shared by every
 // subscriber and wakes each at most once per gap (streamLinger), without
-// waiting for any, so appends never wait for a subscriber. A subscriber whose buffer holds defaultStreamBuffer
+// waiting for any, so appends never wait for a subscriber; a stream
+// writes a busy publication as it lies in the hub's block (sse.send). A subscriber whose buffer holds defaultStreamBuffer
 // records (or defaultStreamBufferBytes) it has not taken is sent what it
 // holds, then an "end" event (reason slow_consumer, with the sequence to
 // resume after), and disconnected. A connection that takes nothing for
