@@ -142,3 +142,30 @@ func TestDecodeRecordAllocatesOnce(t *testing.T) {
 		t.Fatalf("%.0f allocations per record", allocs)
 	}
 }
+
+// BenchmarkStreamParse: the cost per event of what Stream does with each
+// event of serve's stream (framing, id, record decoded).
+//
+//	go test ./client -run '^$' -bench BenchmarkStreamParse
+func BenchmarkStreamParse(b *testing.B) {
+	const n = 10000
+	in := sseStream(n)
+	var r strings.Reader
+	b.SetBytes(int64(len(in)))
+	for b.Loop() {
+		r.Reset(in)
+		if err := readSSE(&r, func(ev sseEvent) error {
+			if len(ev.id) == 0 {
+				return nil
+			}
+			if _, ok := parseSeq(ev.id); !ok {
+				return fmt.Errorf("id %q", ev.id)
+			}
+			_, err := decodeRecord(ev.data)
+			return err
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/event")
+}
