@@ -19,7 +19,9 @@
 // subscriber (each reads it through its own cursor; an execution's
 // subscriber gets its records copied to its own buffer), and wakes each
 // subscriber at most once per gap (MinGap, or GapPerSub per subscriber,
-// up to MaxGap: the latency a busy stream adds) without waiting for any.
+// up to MaxGap: the latency a busy stream adds, and sooner once half a
+// subscriber's bound is waiting, so coalescing never ends a subscriber
+// that keeps up) without waiting for any.
 // A publication's frames lie in one block, so a whole-log subscriber
 // writes what it took as one run per publication (Runs), the same memory
 // for every subscriber; a subscriber more than its bound behind is

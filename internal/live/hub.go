@@ -188,17 +188,16 @@ func (h *Hub) loop() {
 			continue
 		}
 		// Coalesce: wait out the gap since the last publication, then
-		// publish everything committed by then at once.
+		// publish everything committed by then at once — or as soon as
+		// half a subscriber's bound is waiting, so that the gap never
+		// ends a subscriber that takes every publication.
 		if d := h.gap(n) - time.Since(published); d > 0 {
 			if gap == nil {
 				gap = time.NewTimer(d)
 			} else {
 				gap.Reset(d)
 			}
-			select {
-			case <-gap.C:
-			case <-h.kick:
-				gap.Stop()
+			if !h.waitGap(gap, ch, pos) {
 				continue
 			}
 		}
@@ -207,6 +206,28 @@ func (h *Hub) loop() {
 			continue
 		}
 		published = time.Now()
+	}
+}
+
+// waitGap waits for the gap's timer, or until maxItems/2 records lie
+// beyond pos (it follows the commits through ch); false when a
+// subscriber left first (the loop re-checks).
+func (h *Hub) waitGap(gap *time.Timer, ch <-chan struct{}, pos uint64) bool {
+	early := uint64(max(h.maxItems/2, 1))
+	for {
+		select {
+		case <-gap.C:
+			return true
+		case <-h.kick:
+			gap.Stop()
+			return false
+		case <-ch:
+			var err error
+			if ch, err = h.src.TipChanged(); err != nil || h.src.Tip()-pos >= early {
+				gap.Stop()
+				return true // publish; the loop then sees the error
+			}
+		}
 	}
 }
 
