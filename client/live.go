@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -166,39 +164,39 @@ func (c *Client) streamOnce(ctx context.Context, path string, r StreamRequest, l
 	}
 	n := 0
 	err = readSSE(resp.Body, func(ev sseEvent) error {
-		if ev.name == "error" {
+		if string(ev.name) == "error" {
 			var eb errorBody
-			if json.Unmarshal([]byte(ev.data), &eb) != nil {
+			if json.Unmarshal(ev.data, &eb) != nil {
 				return fmt.Errorf("%w: stream: an error event %q", ErrUnavailable, ev.data)
 			}
 			return &Error{Status: http.StatusOK, Class: eb.Class, Message: eb.Error}
 		}
-		if ev.name == "end" {
+		if string(ev.name) == "end" {
 			// serve's last event: reason error with a class is a refusal
 			// (the caller reconnects only for a transient one); shutdown
 			// and slow_consumer reconnect.
 			var end struct{ Reason, Error, Class string }
-			_ = json.Unmarshal([]byte(ev.data), &end)
+			_ = json.Unmarshal(ev.data, &end)
 			if end.Reason == "error" && end.Class != "" {
 				return &Error{Status: http.StatusOK, Class: end.Class, Message: end.Error}
 			}
 			return fmt.Errorf("%w: stream: the server ended the stream (%s)", ErrUnavailable, end.Reason)
 		}
-		if ev.id == "" {
+		if len(ev.id) == 0 {
 			return nil
 		}
-		seq, err := strconv.ParseUint(ev.id, 10, 64)
-		if err != nil {
+		seq, ok := parseSeq(ev.id)
+		if !ok {
 			return fmt.Errorf("%w: stream: event id %q is not a sequence", ErrUnavailable, ev.id)
 		}
-		var rec Record
-		if err := json.Unmarshal([]byte(ev.data), &rec); err != nil {
-			return fmt.Errorf("%w: stream: event %d: %v", ErrUnavailable, seq, err)
-		}
-		rec.Sequence = seq
 		if seq <= last {
 			return nil // already yielded before a reconnect
 		}
+		rec, err := decodeRecord(ev.data)
+		if err != nil {
+			return fmt.Errorf("%w: stream: event %d: %v", ErrUnavailable, seq, err)
+		}
+		rec.Sequence = seq
 		last = seq
 		n++
 		if !emit(rec) {
@@ -210,47 +208,4 @@ func (c *Client) streamOnce(ctx context.Context, path string, r StreamRequest, l
 		err = fmt.Errorf("%w: stream: the server closed the stream", ErrUnavailable)
 	}
 	return n, err
-}
-
-// sseEvent is one dispatched Server-Sent Event.
-type sseEvent struct{ id, name, data string }
-
-// readSSE parses a text/event-stream (the WHATWG event-stream format):
-// "field: value" lines, a blank line dispatches, ":" starts a comment,
-// data lines join with "\n". It returns fn's first error, or nil at EOF.
-func readSSE(r io.Reader, fn func(sseEvent) error) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), maxAnswer)
-	var ev sseEvent
-	var data []string
-	for sc.Scan() {
-		line := strings.TrimSuffix(sc.Text(), "\r")
-		if line == "" {
-			if len(data) > 0 || ev.id != "" {
-				ev.data = strings.Join(data, "\n")
-				if err := fn(ev); err != nil {
-					return err
-				}
-			}
-			ev, data = sseEvent{}, nil
-			continue
-		}
-		if strings.HasPrefix(line, ":") {
-			continue
-		}
-		field, value, _ := strings.Cut(line, ":")
-		value = strings.TrimPrefix(value, " ")
-		switch field {
-		case "id":
-			ev.id = value
-		case "event":
-			ev.name = value
-		case "data":
-			data = append(data, value)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("%w: stream: %v", ErrUnavailable, err)
-	}
-	return nil
 }

@@ -10,10 +10,12 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/bucketlog/bucketlog"
+	"github.com/bucketlog/bucketlog/client"
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
@@ -159,9 +161,11 @@ func BenchmarkLiveDelivery(b *testing.B) {
 // every byte and counts the events (bytes.Count of blank lines, no
 // parsing: a reader as cheap as can be, since it shares the process and
 // the 2 cores with the server under test); mode=parsing: each parses
-// every event into its fields (readEvent), as the old mode=reading did.
+// every event into its fields (readEvent), as the old mode=reading did;
+// mode=client: each follows with the Go client (client.Stream: every
+// event's fields and its JSON record decoded into a client.Record).
 func BenchmarkLiveAppendSubscribers(b *testing.B) {
-	for _, mode := range []string{"quiet", "idle", "reading", "parsing"} {
+	for _, mode := range []string{"quiet", "idle", "reading", "parsing", "client"} {
 		b.Run("mode="+mode+"/subscribers=100", func(b *testing.B) {
 			base, l, _, _ := liveServer(b, func(a *api) { a.live.buffer = 1 << 30 })
 			var n atomic.Int64
@@ -184,17 +188,26 @@ func BenchmarkLiveAppendSubscribers(b *testing.B) {
 				return time.Since(start)
 			}
 			var without, with time.Duration
+			var cpuWithout, cpuWith time.Duration
 			var ratios []float64
 			round := 0
 			for b.Loop() {
 				round++
 				var w0 time.Duration
 				if round%2 == 1 {
+					c := cpuTime()
 					w0 = appendRound()
+					cpuWithout += cpuTime() - c
 				}
 				ctx, cancel := context.WithCancel(context.Background())
 				var wg sync.WaitGroup
-				for range 100 {
+				var got atomic.Int64 // records the subscribers hold, all told
+				subscribers := 100
+				if mode == "client" {
+					clientSubscribers(b, ctx, &wg, base, l, &n, &got)
+					subscribers = 0 // attached
+				}
+				for range subscribers {
 					url := fmt.Sprintf("%s/v1/events/stream?after=%d", base, l.Store().Tip())
 					if mode == "quiet" {
 						url = fmt.Sprintf("%s/v1/executions/other/events/stream?after=%d", base, l.Store().Tip())
@@ -213,10 +226,9 @@ func BenchmarkLiveAppendSubscribers(b *testing.B) {
 						switch mode {
 						case "reading":
 							buf := make([]byte, 64<<10)
-							events := 0
 							for {
 								n, err := br.Read(buf)
-								events += bytes.Count(buf[:n], []byte("\n\n"))
+								got.Add(int64(bytes.Count(buf[:n], []byte("\n\n"))))
 								if err != nil {
 									return
 								}
@@ -227,17 +239,32 @@ func BenchmarkLiveAppendSubscribers(b *testing.B) {
 							return
 						}
 						for {
-							if _, err := readEvent(br); err != nil {
+							e, err := readEvent(br)
+							if err != nil {
 								return
+							}
+							if e.id != "" {
+								got.Add(1)
 							}
 						}
 					})
 				}
+				held, c := got.Load(), cpuTime()
 				w1 := appendRound()
+				if mode == "reading" || mode == "parsing" || mode == "client" {
+					// The CPU of the delivery counts until every
+					// subscriber holds the round's records.
+					for deadline := time.Now().Add(time.Minute); got.Load()-held < 100*2000 && time.Now().Before(deadline); {
+						time.Sleep(time.Millisecond)
+					}
+				}
+				cpuWith += cpuTime() - c
 				cancel()
 				wg.Wait()
 				if round%2 == 0 {
+					c := cpuTime()
 					w0 = appendRound()
+					cpuWithout += cpuTime() - c
 				}
 				without += w0
 				with += w1
@@ -248,7 +275,58 @@ func BenchmarkLiveAppendSubscribers(b *testing.B) {
 			b.ReportMetric(without.Seconds()/with.Seconds(), "ratio-sum")
 			b.ReportMetric(float64(b.N*2000)/without.Seconds(), "appends/s-none")
 			b.ReportMetric(float64(b.N*2000)/with.Seconds(), "appends/s-100")
+			// The process's CPU (all its goroutines: appenders, server,
+			// subscribers) per append, and the difference: what 100
+			// subscribers cost per append, whatever the machine's load.
+			b.ReportMetric(float64(cpuWithout.Microseconds())/float64(b.N*2000), "cpu-µs/append-none")
+			b.ReportMetric(float64(cpuWith.Microseconds())/float64(b.N*2000), "cpu-µs/append-100")
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+}
+
+// clientSubscribers attaches 100 client.Stream subscribers from the tip
+// and returns once each holds a marker record appended after it (so each
+// has joined, or is joining, the live hub).
+func clientSubscribers(b *testing.B, ctx context.Context, wg *sync.WaitGroup, base string, l *bucketlog.Log, n, got *atomic.Int64) {
+	c, err := client.New(base, client.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	after := l.Store().Tip()
+	var joined sync.WaitGroup
+	joined.Add(100)
+	for range 100 {
+		wg.Go(func() {
+			first, bytes := true, 0
+			for rec, err := range c.Stream(ctx, client.StreamRequest{After: after}) {
+				if err != nil {
+					break
+				}
+				bytes += len(rec.Payload) + len(rec.ExecutionID) + len(rec.TransactionID) + rec.ByteLen
+				got.Add(1)
+				if first {
+					first = false
+					joined.Done()
+				}
+			}
+			if first {
+				joined.Done()
+			}
+			_ = bytes
+		})
+	}
+	if _, err := l.Append(context.Background(), localseg.Event{ExecutionID: "42", TransactionID: fmt.Sprint("t", n.Add(1)), Payload: "marker"}); err != nil {
+		b.Fatal(err)
+	}
+	joined.Wait()
+}
+
+// cpuTime is the CPU the process has used (user and system).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -21,7 +21,8 @@ import (
 // then joins the live hub (internal/live.Hub): one goroutine reads each
 // commit's records once, frames them once into a tail shared by every
 // subscriber and wakes each at most once per gap (streamLinger), without
-// waiting for any, so appends never wait for a subscriber. A subscriber whose buffer holds defaultStreamBuffer
+// waiting for any, so appends never wait for a subscriber; a stream
+// writes a busy publication as it lies in the hub's block (sse.send). A subscriber whose buffer holds defaultStreamBuffer
 // records (or defaultStreamBufferBytes) it has not taken is sent what it
 // holds, then an "end" event (reason slow_consumer, with the sequence to
 // resume after), and disconnected. A connection that takes nothing for
@@ -34,8 +35,8 @@ const (
 	defaultStreamStall       = time.Minute
 	// streamLinger and streamLingerPerSub batch busy streams' writes:
 	// the hub publishes at most once per streamLinger, or per
-	// streamLingerPerSub for each subscriber when that is longer (10 ms
-	// for 100), so a burst of commits costs each subscriber one wake-up
+	// streamLingerPerSub for each subscriber when that is longer (50 ms,
+	// live.DefaultMaxGap, from 100 on), so a burst of commits costs each subscriber one wake-up
 	// and one write per gap, not one per commit, and delivery's share of
 	// the CPU stays bounded however many subscribe; the first record
 	// after a quiet spell goes out at once.
@@ -154,6 +155,31 @@ type sse struct {
 	stall time.Duration
 	buf   bytes.Buffer
 	set   time.Time // when the write deadline was last moved
+	sent  bool      // send wrote since the last flush
+}
+
+// directWrite: a run of frames this long (a busy stream's publication)
+// is written as it lies in the hub's block, shared by every subscriber,
+// not copied into the stream's buffer first.
+const directWrite = 4 << 10
+
+// send writes run (frames of the hub's, live.Runs) or buffers it when
+// short; flush ends what send began.
+func (s *sse) send(run []byte) error {
+	if len(run) < directWrite {
+		s.buf.Write(run)
+		return nil
+	}
+	s.deadline()
+	if s.buf.Len() > 0 {
+		if _, err := s.w.Write(s.buf.Bytes()); err != nil {
+			return err
+		}
+		s.buf.Reset()
+	}
+	s.sent = true
+	_, err := s.w.Write(run)
+	return err
 }
 
 func (s *sse) event(id, name string, v any) {
@@ -172,19 +198,26 @@ func (s *sse) event(id, name string, v any) {
 // moved at most every stall/16 (one system call fewer per write), so each
 // write has between 15/16 of the bound and all of it.
 func (s *sse) flush() error {
-	if s.buf.Len() == 0 {
+	if s.buf.Len() == 0 && !s.sent {
 		return nil
 	}
-	if now := time.Now(); now.Sub(s.set) >= s.stall/16 {
-		_ = s.rc.SetWriteDeadline(now.Add(s.stall))
-		s.set = now
-	}
+	s.deadline()
 	_, err := s.w.Write(s.buf.Bytes())
 	s.buf.Reset()
+	s.sent = false
 	if err == nil {
 		err = s.rc.Flush()
 	}
 	return err
+}
+
+// deadline moves the write deadline to the stall bound, at most every
+// stall/16.
+func (s *sse) deadline() {
+	if now := time.Now(); now.Sub(s.set) >= s.stall/16 {
+		_ = s.rc.SetWriteDeadline(now.Add(s.stall))
+		s.set = now
+	}
 }
 
 func (a *api) serveStream(w http.ResponseWriter, r *http.Request, l *bucketlog.Log, exec string) {
@@ -272,9 +305,17 @@ func (a *api) serveStream(w http.ResponseWriter, r *http.Request, l *bucketlog.L
 	defer beat.Stop()
 	for {
 		items, err := sub.Take()
-		for _, it := range items {
-			s.buf.Write(it.Frame)
-			after = it.Seq
+		var ferr error
+		for run := range live.Runs(items) {
+			if ferr = s.send(run); ferr != nil {
+				break
+			}
+		}
+		if n := len(items); n > 0 {
+			after = items[n-1].Seq
+		}
+		if ferr != nil {
+			return
 		}
 		if ferr := s.flush(); ferr != nil {
 			return

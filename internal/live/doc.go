@@ -18,8 +18,13 @@
 // records once, encodes each once into a tail shared by every whole-log
 // subscriber (each reads it through its own cursor; an execution's
 // subscriber gets its records copied to its own buffer), and wakes each
-// subscriber at most once per gap (MinGap, or GapPerSub per subscriber)
-// without waiting for any; a subscriber more than its bound behind is
+// subscriber at most once per gap (MinGap, or GapPerSub per subscriber,
+// up to MaxGap: the latency a busy stream adds, and sooner once half a
+// subscriber's bound is waiting, so coalescing never ends a subscriber
+// that keeps up) without waiting for any.
+// A publication's frames lie in one block, so a whole-log subscriber
+// writes what it took as one run per publication (Runs), the same memory
+// for every subscriber; a subscriber more than its bound behind is
 // ended with ErrOverflow, holding exactly the bound. Subscribers catch up
 // on history by reading the store themselves and join once they reach
 // the hub's position.

@@ -17,8 +17,13 @@ const hubPagesPerPublish = 16
 
 // Default publication gaps (Hub.MinGap, Hub.GapPerSub).
 const (
-	DefaultMinGap    = 2 * time.Millisecond
-	DefaultGapPerSub = 100 * time.Microsecond
+	DefaultMinGap = 2 * time.Millisecond
+	// DefaultGapPerSub: a publication costs each subscriber a fixed
+	// ~20 µs (a wake-up and a loopback write here, a wake-up and a read
+	// in the subscriber) however few records it carries, so 500 µs per
+	// subscriber keeps that fixed cost of a busy stream at ~4% of one
+	// core (it was 100 µs: ~20%, BENCHMARKS.md, Live reads).
+	DefaultGapPerSub = 500 * time.Microsecond
 	// DefaultMaxGap caps the per-subscriber part: with many subscribers
 	// delivery latency stays bounded (10,000 subscribers would otherwise
 	// wait a second per publication) at the cost of delivery CPU.
@@ -34,6 +39,10 @@ var ErrOverflow = errors.New("live: subscriber buffer full")
 type Item struct {
 	Seq   uint64
 	Frame []byte
+	// A whole-log subscriber's frames lie in their publication's block,
+	// Frame at off (Runs joins adjacent ones); nil for an execution's.
+	block []byte
+	off   int
 }
 
 // Hub fans the records a store commits out to live subscribers: one
@@ -179,17 +188,16 @@ func (h *Hub) loop() {
 			continue
 		}
 		// Coalesce: wait out the gap since the last publication, then
-		// publish everything committed by then at once.
+		// publish everything committed by then at once — or as soon as
+		// half a subscriber's bound is waiting, so that the gap never
+		// ends a subscriber that takes every publication.
 		if d := h.gap(n) - time.Since(published); d > 0 {
 			if gap == nil {
 				gap = time.NewTimer(d)
 			} else {
 				gap.Reset(d)
 			}
-			select {
-			case <-gap.C:
-			case <-h.kick:
-				gap.Stop()
+			if !h.waitGap(gap, ch, pos) {
 				continue
 			}
 		}
@@ -198,6 +206,28 @@ func (h *Hub) loop() {
 			continue
 		}
 		published = time.Now()
+	}
+}
+
+// waitGap waits for the gap's timer, or until maxItems/2 records lie
+// beyond pos (it follows the commits through ch); false when a
+// subscriber left first (the loop re-checks).
+func (h *Hub) waitGap(gap *time.Timer, ch <-chan struct{}, pos uint64) bool {
+	early := uint64(max(h.maxItems/2, 1))
+	for {
+		select {
+		case <-gap.C:
+			return true
+		case <-h.kick:
+			gap.Stop()
+			return false
+		case <-ch:
+			var err error
+			if ch, err = h.src.TipChanged(); err != nil || h.src.Tip()-pos >= early {
+				gap.Stop()
+				return true // publish; the loop then sees the error
+			}
+		}
 	}
 }
 
@@ -241,7 +271,7 @@ func (h *Hub) publish(pos uint64) error {
 		if n := len(h.cum); n > 0 {
 			c = h.cum[n-1]
 		}
-		for _, it := range items {
+		for _, it := range pack(items) {
 			c += uint64(len(it.Frame))
 			h.tail = append(h.tail, it)
 			h.cum = append(h.cum, c)
