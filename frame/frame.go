@@ -539,9 +539,19 @@ func parseUintAt(b []byte, i int) (uint64, int, bool) {
 // lone surrogates and invalid UTF-8, so a body it accepts decodes to exactly
 // the text that was written. The closing quote and backslashes are found
 // with bytes.IndexByte (vectorized); the runs between are checked 8 bytes
-// at a time.
+// at a time. The first 16 bytes or so go through scanShort (scan.go).
 func scanString(b []byte, i int, trusted bool) (Span, int, bool) {
 	start, esc := i, false
+	if !trusted {
+		var end int
+		var done, ok bool
+		switch i, end, esc, done, ok = scanShort(b, i); {
+		case !ok:
+			return Span{}, i, false
+		case done:
+			return Span{Lo: int32(start), Hi: int32(end - 1), Esc: esc}, end, true
+		}
+	}
 	for {
 		q := bytes.IndexByte(b[i:], '"')
 		if q < 0 {
