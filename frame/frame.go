@@ -583,6 +583,16 @@ func scanString(b []byte, i int, trusted bool) (Span, int, bool) {
 func validRun(run []byte) bool {
 	ascii := true
 	i := 0
+	for ; i+32 <= len(run); i += 32 {
+		// The common case 32 bytes at a time; a word that may hold
+		// anything else goes to the loops below.
+		r := run[i : i+32]
+		a, b := binary.LittleEndian.Uint64(r), binary.LittleEndian.Uint64(r[8:])
+		c, d := binary.LittleEndian.Uint64(r[16:]), binary.LittleEndian.Uint64(r[24:])
+		if ((a-lsb8*0x20)|a|(b-lsb8*0x20)|b|(c-lsb8*0x20)|c|(d-lsb8*0x20)|d)&msb8 != 0 {
+			break
+		}
+	}
 	for ; i+16 <= len(run); i += 16 {
 		// Every byte in [0x20, 0x7f] (the common case) sets no high bit
 		// in x, nor in x-0x20 per byte.

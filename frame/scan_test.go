@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"unicode/utf8"
 )
 
 // scanStringRef is scanString as it was before scanShort: the reference
@@ -110,4 +111,34 @@ func FuzzScanString(f *testing.F) {
 	f.Add([]byte(`abc\u00e9\ud83d\ude00"`))
 	f.Add([]byte("caf\xc3\xa9\x01\""))
 	f.Fuzz(func(t *testing.T, b []byte) { checkScanAgrees(t, b) })
+}
+
+// TestValidRunAgrees: validRun (32, 16 and 8 bytes at a time, then byte
+// by byte) agrees with the bytewise rule (no control character, valid
+// UTF-8) on runs of every length up to 140 with a control, non-ASCII or
+// broken UTF-8 byte at every position.
+func TestValidRunAgrees(t *testing.T) {
+	ref := func(run []byte) bool {
+		for _, c := range run {
+			if c < 0x20 {
+				return false
+			}
+		}
+		return utf8.Valid(run)
+	}
+	odd := []string{"\x00", "\x1f", "\x7f", "\x80", "\x9f", "\xc2\x80", "\xc3\xa9", "\xc3", "\xa9", "\xe2\x82\xac", "\xed\xa0\x80", "\xf0\x9f\x98\x80", "\xff", " "}
+	for n := 0; n <= 140; n++ {
+		base := bytes.Repeat([]byte("abcdefghijklmnopqrstuvwxyz0123456789"), 4)[:n]
+		if !validRun(base) {
+			t.Fatalf("plain run of %d bytes refused", n)
+		}
+		for p := 0; p < n; p++ {
+			for _, o := range odd {
+				run := append(append(append([]byte(nil), base[:p]...), o...), base[p:]...)
+				if got, want := validRun(run), ref(run); got != want {
+					t.Fatalf("%q: %v, want %v", run, got, want)
+				}
+			}
+		}
+	}
 }
