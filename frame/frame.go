@@ -542,9 +542,19 @@ func parseUintAt(b []byte, i int) (uint64, int, bool) {
 // lone surrogates and invalid UTF-8, so a body it accepts decodes to exactly
 // the text that was written. The closing quote and backslashes are found
 // with bytes.IndexByte (vectorized); the runs between are checked 8 bytes
-// at a time.
+// at a time. The first 16 bytes or so go through scanShort (scan.go).
 func scanString(b []byte, i int, trusted bool) (Span, int, bool) {
 	start, esc := i, false
+	if !trusted {
+		var end int
+		var done, ok bool
+		switch i, end, esc, done, ok = scanShort(b, i); {
+		case !ok:
+			return Span{}, i, false
+		case done:
+			return Span{Lo: int32(start), Hi: int32(end - 1), Esc: esc}, end, true
+		}
+	}
 	for {
 		q := bytes.IndexByte(b[i:], '"')
 		if q < 0 {
@@ -576,6 +586,16 @@ func scanString(b []byte, i int, trusted bool) (Span, int, bool) {
 func validRun(run []byte) bool {
 	ascii := true
 	i := 0
+	for ; i+32 <= len(run); i += 32 {
+		// The common case 32 bytes at a time; a word that may hold
+		// anything else goes to the loops below.
+		r := run[i : i+32]
+		a, b := binary.LittleEndian.Uint64(r), binary.LittleEndian.Uint64(r[8:])
+		c, d := binary.LittleEndian.Uint64(r[16:]), binary.LittleEndian.Uint64(r[24:])
+		if ((a-lsb8*0x20)|a|(b-lsb8*0x20)|b|(c-lsb8*0x20)|c|(d-lsb8*0x20)|d)&msb8 != 0 {
+			break
+		}
+	}
 	for ; i+16 <= len(run); i += 16 {
 		// Every byte in [0x20, 0x7f] (the common case) sets no high bit
 		// in x, nor in x-0x20 per byte.
