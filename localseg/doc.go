@@ -266,6 +266,15 @@
 // (ErrPoisoned wrapping ErrRemoteRead) until a reopen finds the bucket
 // answering: a window missing those ids would write a retry twice.
 //
+// A store being built can record segments it never held as evicted
+// (evictimport.go: ImportEvicted, with the length, xxh64 and first event
+// the bucket's object has; ImportCheckpoint, with the tip read from the
+// newest local segment, so the open replays nothing): the hook of a lazy
+// hydrate. Such a store opens fetching only what the transaction window
+// needs beyond its local segments, but its first index build (the first
+// ship, or a per-execution read) still fetches every imported segment once,
+// since it has no index file of them (it then writes them).
+//
 // Not built yet (later sessions): a lazy hydrate (a new owner fetches only
 // the newest segments within the budget), derived index objects in the
 // bucket for a machine that never had the segment, ranged GETs (whole
