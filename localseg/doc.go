@@ -270,13 +270,18 @@
 // (evictimport.go: ImportEvicted, with the length, xxh64 and first event
 // the bucket's object has; ImportCheckpoint, with the tip read from the
 // newest local segment, so the open replays nothing): the hook of a lazy
-// hydrate. Such a store opens fetching only what the transaction window
-// needs beyond its local segments, but its first index build (the first
-// ship, or a per-execution read) still fetches every imported segment once,
-// since it has no index file of them (it then writes them).
+// hydrate (the first event may be 0, not known). Such a store opens
+// fetching only what the transaction window needs beyond its local
+// segments. Its index is built lazily per segment (lazyindex.go): an
+// evicted segment without a valid index file stays pending, unread, until a
+// read by sequence needs it (O(log n) fetches to find a sequence deep in
+// the history); a per-execution read builds the index in full, fetching
+// each pending segment once and writing its index file. While segments are
+// pending the index build checks the consumers and (when no event follows
+// them) the tip only against the checkpoint's word; the full build checks
+// them against every frame.
 //
-// Not built yet (later sessions): a lazy hydrate (a new owner fetches only
-// the newest segments within the budget), derived index objects in the
+// Not built yet (later sessions): derived index objects in the
 // bucket for a machine that never had the segment, ranged GETs (whole
 // segments are fetched), paging out evicted segments' index entries, and
 // self-healing a corrupt local segment from its bucket copy; the benches.

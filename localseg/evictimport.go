@@ -13,8 +13,10 @@ import (
 // EvictedSegment is a sealed segment a store being built records as
 // evicted without ever holding its file (a lazy hydrate: issue 16,
 // "appendable at once"): its length, the xxh64 of its bytes and its first
-// event (0: it holds none), as the bucket's object has them. Every remote
-// read checks the fetched object against them (remote.go).
+// event (0: it holds none, or it is not known: a lazy hydrate does not read
+// the segment), as the bucket's object has them. Every remote read checks
+// the fetched object against them (remote.go); the read index learns the
+// segment's events when a read first needs them (lazyindex.go).
 type EvictedSegment struct {
 	ID    uint64
 	Size  int64

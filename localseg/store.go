@@ -161,6 +161,7 @@ type Store struct {
 	// Read index, built lazily. Guarded by mu.
 	idx         *index
 	idxLoads    atomic.Int64 // sealed segments a replay took from their index files
+	resolved    atomic.Int64 // pending evicted segments read on demand (lazyindex.go)
 	idxBuilding bool
 	idxErr      error
 	reclaiming  bool
