@@ -14,12 +14,13 @@ import (
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
-// TestLazyTakeoverAppendsAtOnce: a new owner opening an empty directory
-// with a local budget hydrates lazily (S3 emulator): it downloads only the
-// newest segments within the budget, records the older ones as evicted,
-// reports what stays remote, appends without fetching one, and every old
-// event reads back byte for byte through a per-execution read first, then
-// scan, pulls and the stream.
+// TestLazyTakeoverAppendsAtOnce: a new owner on a lazily restored directory
+// (S3 emulator): the restore downloads only the newest segments within the
+// budget, records the older ones as evicted and reports what stays remote;
+// the owner's open fetches only what its transaction window needs, appends
+// and ships without fetching a remote segment, and every old event reads
+// back byte for byte through a per-execution read first, then scan, pulls
+// and the stream.
 func TestLazyTakeoverAppendsAtOnce(t *testing.T) {
 	v := newEnv(t, backends[0], true)
 	execs, want, _ := lazyHistory(t, v)
@@ -27,8 +28,12 @@ func TestLazyTakeoverAppendsAtOnce(t *testing.T) {
 	g := &getCounter{Bucket: v.b, segs: map[string]int{}}
 	opts := bucketlog.Options{Dir: t.TempDir(), Bucket: g, SegmentMaxBytes: evictSegMax, NoBackground: true,
 		LocalRetentionBytes: evictBudget, RemoteCacheBytes: 64 << 10, TransactionWindow: 100}
+	r, err := bucketlog.Restore(ctxT(t), bucketlog.RestoreOptions{Bucket: g, Dir: opts.Dir, LazyBytes: evictBudget})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := &r
 	l := open(t, opts)
-	rep := l.OpenReport().Hydrate
 	if rep == nil || rep.Lazy == nil || rep.Lazy.FullBecause != "" || rep.Lazy.RemoteSegments == 0 {
 		t.Fatalf("the open did not hydrate lazily: %+v", rep)
 	}

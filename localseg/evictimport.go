@@ -24,6 +24,11 @@ type EvictedSegment struct {
 	First uint64
 }
 
+// FirstUnknown is the first event evicted.json (docs/FORMAT.md §3.11)
+// records for a segment a lazy hydrate imported unread: its events are not
+// known until a read fetches it (lazyindex.go).
+const FirstUnknown = ^uint64(0)
+
 // ImportEvicted writes evicted.json (docs/FORMAT.md §3.11) into dir, a
 // directory being built that no store has opened, naming segs as evicted.
 // It decides before it writes a byte: segs must be non-empty, ids ascending
@@ -46,13 +51,19 @@ func ImportEvicted(fsys FS, dir string, segs []EvictedSegment) error {
 			return fmt.Errorf("%w: evicted segment %d: bad id or size %d", ErrInvalidInput, sg.ID, sg.Size)
 		case i > 0 && sg.ID <= segs[i-1].ID:
 			return fmt.Errorf("%w: evicted segment %d follows %d: ids must ascend", ErrInvalidInput, sg.ID, segs[i-1].ID)
+		case sg.First == FirstUnknown:
+			return fmt.Errorf("%w: evicted segment %d: first event %d", ErrInvalidInput, sg.ID, sg.First)
 		case sg.First != 0 && sg.First <= lastFirst:
 			return fmt.Errorf("%w: evicted segment %d starts at event %d, an earlier one at %d", ErrInvalidInput, sg.ID, sg.First, lastFirst)
 		}
 		if sg.First != 0 {
 			lastFirst = sg.First
 		}
-		entries = append(entries, newEvictEntry(sg.ID, sg.Size, sg.XXH64, sg.First))
+		first := sg.First
+		if first == 0 {
+			first = FirstUnknown // or none: the segment is not read here
+		}
+		entries = append(entries, newEvictEntry(sg.ID, sg.Size, sg.XXH64, first))
 	}
 	if _, err := fsys.Stat(filepath.Join(dir, evictedName)); !errors.Is(err, fs.ErrNotExist) {
 		if err == nil {

@@ -129,6 +129,12 @@ func (s *Store) resolveSegment(x *index, id uint64) error {
 		return nil
 	}
 	x.dropPending(id)
+	if seg := s.segByID(id); seg != nil && seg.guess {
+		seg.guess = false // its first event is known now (none when p.n is 0)
+		if p.n > 0 {
+			seg.first = p.first
+		}
+	}
 	if p.n == 0 {
 		return nil
 	}

@@ -1,6 +1,7 @@
 package localseg_test
 
 import (
+	"errors"
 	"math/bits"
 	"testing"
 
@@ -85,5 +86,44 @@ func TestLazyIndexFetchesWhatAReadNeeds(t *testing.T) {
 	if n := fetched(); n != 0 {
 		_, ids := fetchedTotal(f.remote)
 		t.Fatalf("after the full index was built once, a reopened store's per-execution read fetched %d segments %v (imported %v)", n, ids, imp)
+	}
+}
+
+// TestLazyReclaimWaitsForUnknownFirst is a RED control: a reclaim through
+// an imported segment whose successor's first event is not known would
+// record a wrong reclaim point (the store would report the successors as
+// empty and reclaim "through" their events); it is refused and changes
+// nothing, and once a full index build has read them it reclaims through
+// the right sequence.
+func TestLazyReclaimWaitsForUnknownFirst(t *testing.T) {
+	f, dst, imp := importFixture(t, 3)
+	lastOf := imp[3].First - 1 // the last event of imp[2]
+	for i := range imp {
+		imp[i].First = 0
+	}
+	if err := localseg.ImportEvicted(localseg.OSFS{}, dst, imp); err != nil {
+		t.Fatal(err)
+	}
+	if err := localseg.ImportCheckpoint(localseg.OSFS{}, dst, map[string]uint64{"reader": 100}); err != nil {
+		t.Fatal(err)
+	}
+	f.dir = dst
+	s := openWindow(t, f, 10)
+	defer s.Close()
+	if _, err := s.Reclaim(imp[2].ID); !errors.Is(err, localseg.ErrInvalidState) {
+		t.Fatalf("a reclaim through %d before its successor's first is known: %v, want ErrInvalidState", imp[2].ID, err)
+	}
+	if snap, err := s.Snapshot(); err != nil || snap.ReclaimedSeq != 0 {
+		t.Fatalf("a refused reclaim moved the base: %d, %v", snap.ReclaimedSeq, err)
+	}
+	if _, err := s.ReadExecution("0", 0, 1); err != nil { // the full index
+		t.Fatal(err)
+	}
+	res, err := s.Reclaim(imp[2].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ThroughSeq != lastOf {
+		t.Fatalf("reclaimed through sequence %d, segment %d ends at %d", res.ThroughSeq, imp[2].ID, lastOf)
 	}
 }

@@ -87,8 +87,8 @@ func (s *Store) ensureIndexMode(full bool) error {
 		return err
 	}
 	for _, seg := range s.segs {
-		if !seg.known {
-			seg.first, seg.known = firsts[seg.id], true
+		if !seg.known || (seg.guess && full) { // a pending segment's first is still unknown
+			seg.first, seg.known, seg.guess = firsts[seg.id], true, false
 		}
 	}
 	s.idx = r.idx

@@ -216,7 +216,11 @@ func (s *Store) recoverSegments(ids []uint64, ck *checkpoint, ckFileLen int) err
 	highest := ids[len(ids)-1]
 	for _, id := range ids[:len(ids)-1] {
 		if en, ok := s.ev.get(id); ok {
-			s.segs = append(s.segs, &segment{id: id, size: en.Size, first: en.First, known: true, sealed: true})
+			first, guess := en.First, en.First == FirstUnknown
+			if guess {
+				first = 0
+			}
+			s.segs = append(s.segs, &segment{id: id, size: en.Size, first: first, known: true, guess: guess, sealed: true})
 			continue
 		}
 		st, err := s.fs.Stat(s.segPath(id))

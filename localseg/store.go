@@ -23,6 +23,10 @@ type segment struct {
 	// unless this process wrote it from its first byte. Only the holder
 	// of the writer role touches it.
 	ixb *segIdxBuilder
+	// guess: evicted by a lazy hydrate with its first event not known
+	// (FirstUnknown): first reads 0, and infosLocked reports it empty
+	// until a read resolves it (lazyindex.go).
+	guess bool
 }
 
 // headConsumer is a consumer as the frames queued so far leave it.
