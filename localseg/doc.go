@@ -279,7 +279,11 @@
 // each pending segment once and writing its index file. While segments are
 // pending the index build checks the consumers and (when no event follows
 // them) the tip only against the checkpoint's word; the full build checks
-// them against every frame.
+// them against every frame. A lazy hydrate records its remote segments with
+// the first event not known (FirstUnknown, evicted.json first 2^64−1): the
+// store reports such a segment as holding no event until a read resolves
+// it, and refuses (ErrInvalidState, before any change) a reclaim whose end
+// falls right before one, whose last event it could not know.
 //
 // Not built yet (later sessions): derived index objects in the
 // bucket for a machine that never had the segment, ranged GETs (whole
