@@ -36,13 +36,15 @@ import (
 // continuity (checked by the first read of each and by the full index a
 // per-execution read builds), and tail objects overlapping them (not read).
 //
-// Known limit: the remote segments' event ranges stay unknown to the store
-// until read (localseg.FirstUnknown). An owner's start and GC read those
-// ranges from the store's snapshot; with the engine's Open hydrating
-// lazily the simulation found a watermark adoption refused as diverged
-// and the cursor object's shipped_through rebuilt lower (seeds 4, 109,
-// 176 of 200), so the Open keeps the full hydrate; the bucket recording
-// each segment's first event (or ranged reads of it) is the fix.
+// The remote segments' event ranges stay unknown to the store until read
+// (localseg.FirstUnknown). An owner's start and GC read those ranges from
+// the store's snapshot (with them unknown the simulation found the cursor
+// object's shipped_through rebuilt lower and an adoption refused as
+// diverged: seeds 4, 109, 176), so an owner's open resolves every one
+// first (localseg Options.ResolveFirsts: one verified fetch each, the
+// firsts then recorded in evicted.json) or is refused changing nothing;
+// the engine's Open of an empty directory with LocalRetentionBytes
+// hydrates lazily again on that basis.
 
 // LazyReport says what a lazy hydrate left in the bucket.
 type LazyReport struct {

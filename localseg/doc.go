@@ -283,7 +283,10 @@
 // the first event not known (FirstUnknown, evicted.json first 2^64−1): the
 // store reports such a segment as holding no event until a read resolves
 // it, and refuses (ErrInvalidState, before any change) a reclaim whose end
-// falls right before one, whose last event it could not know.
+// falls right before one, whose last event it could not know. A writable
+// open with Options.ResolveFirsts (the engine's owner) resolves every one
+// before recovery changes a byte, or is refused with ErrRemoteRead
+// (resolvefirsts.go).
 //
 // Not built yet (later sessions): derived index objects in the
 // bucket for a machine that never had the segment, ranged GETs (whole

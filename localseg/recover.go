@@ -74,6 +74,13 @@ func (s *Store) recover() error {
 	if err := s.checkNothingMissing(kept, leftovers, idxs, ck, ckFileLen >= 0); err != nil {
 		return err
 	}
+	// The last check: an owner's open learns the unknown first events of
+	// a lazy hydrate's segments, or is refused, before anything changes.
+	if s.resolveFirsts {
+		if err := s.resolveUnknownFirsts(); err != nil {
+			return err
+		}
+	}
 	if pending != nil && s.readOnly {
 		// The jump's rename did not happen: read the segment where it is.
 		s.jumps = slices.DeleteFunc(s.jumps, func(j Jump) bool { return j == *pending })

@@ -111,6 +111,8 @@ type Store struct {
 	// for RemoveLeftovers.
 	deferCleanup bool
 	deferred     *cleanup
+	// resolveFirsts: Options.ResolveFirsts on a writable open.
+	resolveFirsts bool
 
 	// unsafeRetryFsync, set only by a RED control test, retries a failed
 	// fsync once and acknowledges when the retry succeeds: the behaviour
@@ -263,6 +265,7 @@ func open(dir string, opts Options) (*Store, error) {
 		maxCons:  opts.MaxConsumers,
 	}
 	s.deferCleanup = opts.DeferCleanup
+	s.resolveFirsts = opts.ResolveFirsts && !opts.ReadOnly
 	s.cond.L = &s.mu
 	s.readers.init(s.fs, dir)
 	s.ev.init(opts.Remote, opts.RemoteCacheBytes)

@@ -41,11 +41,11 @@ bucket). The store is appendable at once. stderr says what was downloaded
 and what remains remote; the report's "lazy" says it too. When a lazy
 restore is not possible (no readable cursor object, a hole, a stale
 writer's segment among the older ones, …) it downloads everything and
-lazy.full_because says why. Not yet for production owners: the remote
-segments' event ranges are unknown until first read, and the simulation,
-with an engine Open hydrating this way, found an owner's later watermark
-adoption and cursor rebuild going wrong (an Open of an empty directory
-therefore still downloads everything).
+lazy.full_because says why. The remote segments' event ranges are not
+known until first read: an owner's open (serve, or Open not read-only)
+reads each remote segment once to learn them before it starts, or is
+refused, changing nothing, when the bucket cannot serve one; a read-only
+open reads only what it serves.
 
 --all-shards restores every shard the bucket holds (found by listing it;
 stderr names them) into DIR/shard-NNNN each, and prints
