@@ -86,3 +86,43 @@ func TestLazyOwnerOpenResolvesFirsts(t *testing.T) {
 		t.Fatalf("a second owner's open fetched %d segments %v: the firsts were not recorded", n, ids)
 	}
 }
+
+// TestLazyOwnerOpenRefusesFirstsOutOfOrder is a RED control: when the
+// bucket's verified copies of two remote segments give first events that
+// do not ascend with their ids (the record and the bucket disagree on
+// which segment is which), the owner's open is refused as corrupt and
+// evicted.json keeps the unknown firsts.
+func TestLazyOwnerOpenRefusesFirstsOutOfOrder(t *testing.T) {
+	f, dst, imp := importFixture(t, 3)
+	a, b := imp[1], imp[2]
+	f.remote.mu.Lock()
+	f.remote.objs[a.ID], f.remote.objs[b.ID] = f.remote.objs[b.ID], f.remote.objs[a.ID]
+	f.remote.mu.Unlock()
+	imp[1].Size, imp[1].XXH64 = b.Size, b.XXH64
+	imp[2].Size, imp[2].XXH64 = a.Size, a.XXH64
+	for i := range imp {
+		imp[i].First = 0
+	}
+	if err := localseg.ImportEvicted(localseg.OSFS{}, dst, imp); err != nil {
+		t.Fatal(err)
+	}
+	if err := localseg.ImportCheckpoint(localseg.OSFS{}, dst, map[string]uint64{"reader": 100}); err != nil {
+		t.Fatal(err)
+	}
+	f.dir = dst
+	o := f.options()
+	o.ResolveFirsts, o.TransactionWindow = true, 10
+	before := dirBytes(t, dst)
+	s, err := localseg.Open(dst, o)
+	if !errors.Is(err, localseg.ErrCorrupt) {
+		if s != nil {
+			s.Close()
+		}
+		t.Fatalf("an owner's open over swapped remote segments: %v, want ErrCorrupt", err)
+	}
+	after := dirBytes(t, dst)
+	delete(after, "LOCK")
+	if !sameFiles(before, after) {
+		t.Fatal("a refused owner's open changed the directory")
+	}
+}
