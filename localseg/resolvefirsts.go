@@ -3,7 +3,13 @@ package localseg
 import (
 	"fmt"
 	"slices"
+
+	"golang.org/x/sync/errgroup"
 )
+
+// resolveFetches bounds the segments an owner's open fetches at once to
+// learn their first events (memory: that many segments beside the cache).
+const resolveFetches = 8
 
 // An owner's open of a lazily hydrated store (Options.ResolveFirsts).
 //
@@ -31,28 +37,47 @@ func (s *Store) resolveUnknownFirsts() error {
 	if err != nil {
 		return err
 	}
-	last := map[uint64]uint64{} // resolved id → its last event
+	// The fetches run resolveFetches at a time (fetch is safe for
+	// concurrent use and verifies each copy); the record changes only
+	// after every one of them has passed.
+	type result struct {
+		first, last uint64
+		events      bool
+	}
+	results := make([]result, len(entries))
+	var g errgroup.Group
+	g.SetLimit(resolveFetches)
 	resolved := 0
 	for i, en := range entries {
 		if en.ID <= s.reclaimedSeg || en.First != FirstUnknown {
 			continue
 		}
-		data, err := s.ev.fetch(en)
-		if err != nil {
-			return fmt.Errorf("localseg: the owner's open must know the events of segment %d (a lazy hydrate left it in the bucket): %w", en.ID, err)
-		}
-		sum, err := VerifySegment(en.ID, data, 0)
-		if err != nil {
-			return fmt.Errorf("%w: segment %d: the bucket's copy fails verification: %v", ErrRemoteRead, en.ID, err)
+		resolved++
+		g.Go(func() error {
+			data, err := s.ev.fetch(en)
+			if err != nil {
+				return fmt.Errorf("localseg: the owner's open must know the events of segment %d (a lazy hydrate left it in the bucket): %w", en.ID, err)
+			}
+			sum, err := VerifySegment(en.ID, data, 0)
+			if err != nil {
+				return fmt.Errorf("%w: segment %d: the bucket's copy fails verification: %v", ErrRemoteRead, en.ID, err)
+			}
+			results[i] = result{first: sum.FirstSeq, last: sum.LastSeq, events: sum.Events > 0}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	last := map[uint64]uint64{} // resolved id → its last event
+	for i, en := range entries {
+		if en.ID <= s.reclaimedSeg || en.First != FirstUnknown {
+			continue
 		}
 		entries[i].First = 0 // it holds no event
-		if sum.Events > 0 {
-			entries[i].First = sum.FirstSeq
+		if r := results[i]; r.events {
+			entries[i].First, last[en.ID] = r.first, r.last
 		}
-		if sum.Events > 0 {
-			last[en.ID] = sum.LastSeq
-		}
-		resolved++
 	}
 	if resolved == 0 {
 		return nil
