@@ -12,13 +12,13 @@ import (
 // maxHealRetries bounds how often one read heals and reads again.
 const maxHealRetries = 3
 
-// ensureIndex builds the read index (ensureIndexOnce). Corruption in a
+// ensureIndexHealing builds the read index (ensureIndexMode). Corruption in a
 // sealed segment is healed and the build run again; a segment that stays
 // damaged is indexed from its index file when that is intact, so reads that
 // need none of its damaged frames answer.
-func (s *Store) ensureIndex() error {
+func (s *Store) ensureIndexHealing(full bool) error {
 	for try := 0; ; try++ {
-		err := s.ensureIndexOnce()
+		err := s.ensureIndexMode(full)
 		if err == nil || try >= maxHealRetries || !(s.healAfter(err) || s.degradeIndex(err)) {
 			return err
 		}

@@ -418,8 +418,12 @@ var errOpen = errors.New("sim: open refused")
 func (r *run) reopen(ctx context.Context, why string) (*violation, error) {
 	r.w.inj.takeFired()
 	faults := r.w.fb.Total()
+	lazy := r.w.lazyOwners
 	err, changed := r.w.open(ctx)
 	r.logf("open (%s) -> %s", why, errClass(err))
+	if r.w.lazyOwners > lazy {
+		r.stats.Steps["open:lazy-hydrate"]++
+	}
 	if err != nil {
 		r.stats.Refused++
 		// An open that failed on an injected disk error is no refusal.
