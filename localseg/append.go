@@ -51,6 +51,13 @@ func (s *Store) Append(ev Event) (AppendResult, error) {
 	if e, ok := s.txns.lookup(&v); ok {
 		return s.duplicateLocked(&v, e) // the check and the queuing are one step under s.mu
 	}
+	if err := s.txHoleLocked(); err != nil {
+		s.mu.Unlock()
+		if s.closeTxHole() {
+			return s.Append(ev)
+		}
+		return AppendResult{}, err
+	}
 	seq := s.nextSeq
 	if n := v.frameLen(seq); n > s.maxSeg {
 		s.mu.Unlock()
