@@ -146,7 +146,9 @@
 // found it damaged and shipped its events again under another key, also
 // when a segment object holds part of its range): Hydrate passes over it;
 // had it held an event no intact object holds, the restore fails with its
-// error.
+// error. A damaged tail object whose key and `epoch` metadata alone put it
+// off the lineage (a stale writer's put that landed damaged) is a zombie:
+// skipped and counted like an intact one (damagedtail.go).
 //
 // # After a partial restore
 //

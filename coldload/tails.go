@@ -259,6 +259,10 @@ func fetchOrdered(ctx context.Context, h *run, todo []int, fn func(i int, frames
 			wg.Go(func() {
 				t := h.p.tails[i]
 				data, meta, err := h.r.Get(ctx, t.key)
+				if err != nil && !h.collect && errors.Is(err, blobtier.ErrCorrupt) && h.damagedZombie(ctx, i) {
+					results[k] <- fetched{} // a stale writer's, whatever its bytes (damagedtail.go)
+					return
+				}
 				if err != nil {
 					results[k] <- fetched{err: &ObjectError{Key: t.key, Err: err}}
 					return
