@@ -2,6 +2,7 @@ package coldload
 
 import (
 	"context"
+	"slices"
 
 	"github.com/bucketlog/bucketlog/blobtier"
 )
@@ -36,4 +37,30 @@ func (h *run) damagedZombie(ctx context.Context, i int) bool {
 	}
 	h.zomb.tail(i)
 	return true
+}
+
+// unshippedDamage returns the keys of the damaged tail objects (damaged:
+// the tail phase's, by index) that hold events beyond cursor, the end of
+// what the restore recovered, when they may be skipped: an intact cursor
+// object says the owner shipped no further than cursor (its
+// shipped_through is at or below it), so the events only those objects
+// held were never reported to be in the bucket — an owner's put that
+// landed damaged and was never put again (it stopped, or its disk failed,
+// before its next pass). The tail phase calls it only when no object
+// follows them. It returns nil (refuse, naming the key) without an intact
+// cursor object, or when one of those events is at or below its
+// shipped_through: a corrupt object that held promised events is a hard
+// error, never a shortened replay.
+func (h *run) unshippedDamage(cursor uint64, damaged map[int]error) []string {
+	if !h.p.hasCursor || h.p.cursorErr != nil || cursor < h.p.cursor.ShippedThrough {
+		return nil
+	}
+	var keys []string
+	for i := range damaged {
+		if t := h.p.tails[i]; t.last > cursor {
+			keys = append(keys, t.key)
+		}
+	}
+	slices.Sort(keys)
+	return keys
 }
