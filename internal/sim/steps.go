@@ -413,9 +413,10 @@ var errOpen = errors.New("sim: open refused")
 // nothing.
 func (r *run) reopen(ctx context.Context, why string) (*violation, error) {
 	r.w.inj.takeFired()
-	faults := r.w.fb.Total()
+	faults, hides := r.w.fb.Total(), r.tailHides()
 	err, changed := r.w.open(ctx)
 	r.logf("open (%s) -> %s", why, errClass(err))
+	r.noteHiddenOpen(hides) // directed.go
 	if err != nil {
 		r.stats.Refused++
 		// An open that failed on an injected disk error is no refusal.
