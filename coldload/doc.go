@@ -154,7 +154,14 @@
 // found it damaged and shipped its events again under another key, also
 // when a segment object holds part of its range): Hydrate passes over it;
 // had it held an event no intact object holds, the restore fails with its
-// error.
+// error. A damaged tail object whose key and `epoch` metadata alone put it
+// off the lineage (a stale writer's put that landed damaged) is a zombie:
+// skipped and counted like an intact one (damagedtail.go). And a damaged
+// tail object with no object after it whose events no intact object holds
+// is skipped when an intact cursor object's shipped_through lies below all
+// of them (an owner's put that landed damaged and was never put again):
+// never reported shipped, garbage must not brick the restore; the report
+// names it (Report.DamagedTails) and a warning is logged.
 //
 // # After a partial restore
 //

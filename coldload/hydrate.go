@@ -328,6 +328,10 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 	if err != nil {
 		return rep, p, err
 	}
+	if rep.DamagedTails = tr.damaged; tr.damaged != nil {
+		opts.Logger.Warn("coldload: skipped damaged tail objects holding only events beyond the cursor object's shipped_through (a put that landed damaged and was never put again); those events are not restored",
+			"shard", shard, "keys", tr.damaged, "shipped_through", p.cursor.ShippedThrough, "restored_through", tr.cursor)
+	}
 	opts.Logger.Debug("coldload: tail objects applied", "shard", shard, "objects", tr.used, "took", opts.Now().Sub(phase))
 	tip := tr.cursor
 	if st != nil && st.Tip() != tip {

@@ -136,6 +136,10 @@ type Report struct {
 	// did not decode: the restore went on without it (consumers from the
 	// frames alone, no shipped_through check; ShippedThrough is 0).
 	CursorDamaged bool `json:"cursor_damaged"`
+	// DamagedTails lists the tail objects that failed verification and were
+	// skipped because they held only events beyond the cursor object's
+	// shipped_through and nothing followed them (damagedtail.go).
+	DamagedTails []string `json:"damaged_tails_skipped"`
 	// WatermarkAhead is set (to the reason) when AllowWatermarkAhead let a
 	// restore take a watermark the bucket's objects do not support.
 	WatermarkAhead string `json:"watermark_ahead,omitempty"`

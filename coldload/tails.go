@@ -23,6 +23,7 @@ type tailResult struct {
 	superseded int    // objects whose every event was already recovered
 	records    int    // events recovered from tail objects
 	gaps       []*GapError
+	damaged    []string // damaged tail objects skipped beyond shipped_through
 }
 
 // ref is a recovered event frame kept for comparison with later objects.
@@ -85,7 +86,9 @@ func (w *window) get(seq uint64) (ref, bool) {
 // events (its owner shipped them again under another key), nothing is
 // lost. When none does — a hole where it lies, or it held the last events —
 // its verification error is returned, naming the key, with or without
-// allowPartial: a real loss is a hard error, never a shortened replay.
+// allowPartial: a real loss is a hard error, never a shortened replay. The
+// one exception is the last events beyond the cursor object's
+// shipped_through (unshippedDamage in damagedtail.go).
 // Verify reports the damaged object itself.
 func (h *run) tailPhase(ctx context.Context, start uint64, allowPartial bool, apply func([]frame.Frame) error) (tailResult, error) {
 	res := tailResult{cursor: start}
@@ -210,8 +213,11 @@ func (h *run) tailPhase(ctx context.Context, start uint64, allowPartial bool, ap
 		return res, err
 	}
 	if err := lost(res.cursor+1, ^uint64(0)); err != nil {
-		// Events only a damaged object held, and no object after it.
-		return res, err
+		// Events only a damaged object held, and no object after it:
+		// garbage when they were never shipped (damagedtail.go).
+		if res.damaged = h.unshippedDamage(res.cursor, damaged); res.damaged == nil {
+			return res, err
+		}
 	}
 	return res, flush()
 }
@@ -259,6 +265,10 @@ func fetchOrdered(ctx context.Context, h *run, todo []int, fn func(i int, frames
 			wg.Go(func() {
 				t := h.p.tails[i]
 				data, meta, err := h.r.Get(ctx, t.key)
+				if err != nil && !h.collect && errors.Is(err, blobtier.ErrCorrupt) && h.damagedZombie(ctx, i) {
+					results[k] <- fetched{} // a stale writer's, whatever its bytes (damagedtail.go)
+					return
+				}
 				if err != nil {
 					results[k] <- fetched{err: &ObjectError{Key: t.key, Err: err}}
 					return

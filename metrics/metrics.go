@@ -30,7 +30,7 @@ var Names = []string{
 	"segments_uploaded_total", "second_writer_detected_total", "gc_ops_total",
 	"bucket_requests_total", "bucket_bytes_total", "oldest_unsealed_age_seconds",
 	"oldest_unreplicated_age_seconds", "unshipped_bytes", "consumer_lag",
-	"zombie_objects",
+	"zombie_objects", "damaged_tails_skipped",
 	"bucket_request_seconds", "tip", "shipped_through", "base",
 	"fenced", "fenced_unpublished_records",
 	// remoteNames (remote.go) follow.
@@ -102,6 +102,7 @@ var helps = map[string]string{
 	"unshipped_bytes":                 "Durable local bytes not yet in the bucket.",
 	"consumer_lag":                    "Events between the tip and a live consumer's cursor.",
 	"zombie_objects":                  "Objects the last cold load of this shard skipped under the lineage rule (a stale writer's).",
+	"damaged_tails_skipped":           "Tail objects the last cold load of this shard skipped as damaged, holding only events beyond the cursor object's shipped_through.",
 	"bucket_request_seconds":          "Latency of bucket requests by operation and result.",
 	"tip":                             "The shard's last sequence (read at scrape time).",
 	"shipped_through":                 "The contiguous end of what the bucket holds (read at scrape time; 0 without a bucket).",
@@ -131,6 +132,7 @@ type families struct {
 	fenced, fencedUnpublished               *prometheus.GaugeVec
 	consumerLag                             *lagCollector
 	zombieObjects                           *prometheus.GaugeVec
+	damagedTails                            *prometheus.GaugeVec
 	bucketSeconds                           *prometheus.HistogramVec
 	positions                               *positionCollector
 	remote                                  *remoteCollector
@@ -175,6 +177,7 @@ func newFamilies() *families {
 		oldestUnreplicated:    gauge("oldest_unreplicated_age_seconds"),
 		unshippedBytes:        gauge("unshipped_bytes"),
 		zombieObjects:         gauge("zombie_objects"),
+		damagedTails:          gauge("damaged_tails_skipped"),
 		fenced:                gauge("fenced"),
 		fencedUnpublished:     gauge("fenced_unpublished_records"),
 		consumerLag: &lagCollector{
@@ -197,7 +200,7 @@ func (f *families) all() []prometheus.Collector {
 		f.tailObjectsSuperseded, f.tailObjectsReclaimed, f.tailReclaimBytes, f.tailReclaimFailed,
 		f.segmentsUploaded, f.secondWriterDetected,
 		f.tailObjectsRetained, f.tailObjectsUnparse, f.oldestUnsealed, f.oldestUnreplicated, f.unshippedBytes,
-		f.zombieObjects,
+		f.zombieObjects, f.damagedTails,
 		f.bucketSeconds, f.positions,
 		f.fenced, f.fencedUnpublished, f.remote,
 	}
@@ -268,6 +271,9 @@ type Shard struct {
 	// ZombieObjects: the objects the last cold load skipped under the
 	// lineage rule of writer fencing (coldload.Report.ZombieObjects).
 	ZombieObjects prometheus.Gauge
+	// DamagedTails: the damaged tail objects the last cold load skipped
+	// (coldload.Report.DamagedTails).
+	DamagedTails prometheus.Gauge
 	// Fenced is 1 once a newer ownership epoch fenced this writer;
 	// FencedUnpublished counts the records it acknowledged locally beyond
 	// what the bucket holds (they stay in its directory).
@@ -313,6 +319,7 @@ func New(reg prometheus.Registerer, shard int) (*Shard, error) {
 		OldestUnreplicatedAge: f.oldestUnreplicated.WithLabelValues(s),
 		UnshippedBytes:        f.unshippedBytes.WithLabelValues(s),
 		ZombieObjects:         f.zombieObjects.WithLabelValues(s),
+		DamagedTails:          f.damagedTails.WithLabelValues(s),
 		Fenced:                f.fenced.WithLabelValues(s),
 		FencedUnpublished:     f.fencedUnpublished.WithLabelValues(s),
 		GCReclaimed:           f.gcOps.WithLabelValues(s, "reclaimed"),
@@ -338,11 +345,13 @@ func New(reg prometheus.Registerer, shard int) (*Shard, error) {
 }
 
 // ColdLoad records what a cold load of this shard found: events recovered
-// from tail objects, tail objects superseded, and zombie objects skipped.
-func (m *Shard) ColdLoad(tailRecords, tailSuperseded, zombies int) {
+// from tail objects, tail objects superseded, zombie objects skipped and
+// damaged tail objects skipped.
+func (m *Shard) ColdLoad(tailRecords, tailSuperseded, zombies, damagedTails int) {
 	m.TailRecoveredRecords.Add(float64(tailRecords))
 	m.TailObjectsSuperseded.Add(float64(tailSuperseded))
 	m.ZombieObjects.Set(float64(zombies))
+	m.DamagedTails.Set(float64(damagedTails))
 }
 
 // Op counts one operation with its outcome.

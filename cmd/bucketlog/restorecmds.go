@@ -73,6 +73,7 @@ Output (report fields):
   consumers, clamped_cursors   consumers restored, and cursors lowered to the restored tip
   consumers_deleted      consumers the frames carry but the cursor object shows were deleted
   cursor_damaged         the cursor object was damaged; restored without it
+  damaged_tails_skipped  damaged last tail objects skipped: they held only events beyond shipped_through
   watermark_ahead        why the watermark was unsupported (--allow-watermark-ahead)
   gaps, short            what --allow-partial stepped over
   empty                  the bucket held nothing for the shard (--allow-empty)
@@ -230,6 +231,9 @@ func (c *cli) restoreShard(ro bucketlog.RestoreOptions, n int) (restoreOutput, e
 	}
 	if rep.CursorDamaged {
 		fmt.Fprintf(c.stderr, "restore: shard %d: warning: the cursor object is damaged; consumers come from the frames alone and shipped_through was not checked\n", n)
+	}
+	for _, key := range rep.DamagedTails {
+		fmt.Fprintf(c.stderr, "restore: shard %d: warning: skipped the damaged tail object %s: it held only events beyond shipped_through %d (never confirmed in the bucket), which are not restored\n", n, key, rep.ShippedThrough)
 	}
 	if rep.WatermarkAhead != "" {
 		fmt.Fprintf(c.stderr, "restore: shard %d: warning: %s\n", n, rep.WatermarkAhead)

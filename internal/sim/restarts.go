@@ -130,6 +130,7 @@ func (r *run) adopt(ctx context.Context, why string) *violation {
 		r.logf("  (data damaged at rest and the disk gone: unrecoverable)")
 	}
 	curBad := r.cursorDamaged(ctx)
+	vouched := r.cursorShipped(ctx)
 	v, err := r.reopen(ctx, why)
 	if v != nil || err != nil {
 		return v
@@ -139,8 +140,10 @@ func (r *run) adopt(ctx context.Context, why string) *violation {
 		return fail("read", "read the log after %s: %v", why, err)
 	}
 	if v := r.m.checkRestore(got, true); v != nil && !(v.check == "deleted-consumer" && (r.known[6] || curBad)) {
-		v.check = "adopt-" + v.check
-		return v
+		if !r.lostUnrecoverably(v, got, vouched) {
+			v.check = "adopt-" + v.check
+			return v
+		}
 	}
 	r.logf("  adopted: base %d tip %d", got.base, got.tip)
 	r.m.newDisk(got)

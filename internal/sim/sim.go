@@ -130,6 +130,7 @@ type run struct {
 	// mustRepair: damaged segment objects a restart must repair (key →
 	// w.opens at the restart; see noteMustRepair).
 	mustRepair map[string]int
+	hiddenOpen int                      // the last Log (w.opens) whose open saw a tail listing hide objects (directed.go)
 	ruleOf     map[int]faultbucket.Rule // faultbucket rule id → the rule
 	burst      bool                     // appends carry big payloads
 	// unrecoverable: the disk was lost with data damaged at rest; the run
