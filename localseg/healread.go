@@ -12,13 +12,13 @@ import (
 // maxHealRetries bounds how often one read heals and reads again.
 const maxHealRetries = 3
 
-// ensureIndexHealing builds the read index (ensureIndexMode). Corruption in a
+// ensureIndex builds the read index (ensureIndexOnce). Corruption in a
 // sealed segment is healed and the build run again; a segment that stays
 // damaged is indexed from its index file when that is intact, so reads that
 // need none of its damaged frames answer.
-func (s *Store) ensureIndexHealing(full bool) error {
+func (s *Store) ensureIndex() error {
 	for try := 0; ; try++ {
-		err := s.ensureIndexMode(full)
+		err := s.ensureIndexOnce()
 		if err == nil || try >= maxHealRetries || !(s.healAfter(err) || s.degradeIndex(err)) {
 			return err
 		}
