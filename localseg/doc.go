@@ -301,15 +301,11 @@
 // and the probes go on), reads of its damaged frames fail as corruption,
 // and only HealDamaged (the shipper's maintenance pass) tries it again.
 // Without an intact index file there is no record to check a copy against:
-// the segment is not healed and the read or open fails as before. The
-// index file written at a seal is fsynced before the rollover's directory
-// fsync (one fsync a seal), so a crash after a seal keeps the record; one a
-// replay rewrites is not fsynced, and a crash can take it. The transaction window's rebuild at open stops
-// at a damaged segment, leaving a hole: until a heal rebuilds it in full
-// (RefreshTxWindow), an append whose transaction id the window does not
-// hold is refused with ErrTxWindowIncomplete (storage class, retryable;
-// nothing written), since it could be a retry of an event in the hole;
-// retries the window holds answer as duplicates. All of it is safe for
+// the segment is not healed and the read or open fails as before. Index
+// files are a cache written without fsync, so a crash can take the record
+// (the simulation counts it). The transaction window's rebuild at open stops
+// at a damaged segment; a heal before any append rebuilds it in full
+// (RefreshTxWindow), a later one does not. All of it is safe for
 // concurrent use (one heal of a segment at a time).
 //
 // # Decisions docs/FORMAT.md leaves to this package

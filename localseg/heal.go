@@ -60,11 +60,8 @@ type healState struct {
 	damaged map[uint64]string // segment id → why it could not be healed
 	flight  map[uint64]chan struct{}
 	// txPartial: the transaction window's rebuild at open stopped at this
-	// damaged segment, with the tip at txTip (RefreshTxWindow). txHole is
-	// txPartial != 0 for the append path (healtx.go); txRefreshDue: a
-	// refresh found a group in flight and is to run again.
-	txPartial, txTip     uint64
-	txHole, txRefreshDue atomic.Bool
+	// damaged segment, with the tip at txTip (RefreshTxWindow).
+	txPartial, txTip uint64
 
 	healed, failures atomic.Int64
 }

@@ -115,20 +115,17 @@ func (s *Store) noteTxPartial(id uint64) {
 	s.hl.mu.Lock()
 	defer s.hl.mu.Unlock()
 	s.hl.txPartial, s.hl.txTip = id, s.tip
-	s.hl.txHole.Store(true)
 }
 
 // RefreshTxWindow rebuilds the transaction window in full when its rebuild
-// at open stopped at a damaged segment that has been healed since (the
-// shipper's start, or the first read after the open healed it; HealFrom
-// calls it). It reads the durable frames, so it waits for no group in
-// flight: with one, the next append the hole refuses runs it (healtx.go).
-// Until it ran, an append whose transaction id the window does not hold is
-// refused (ErrTxWindowIncomplete): it could be a retry of an event in the
-// damaged segment.
+// at open stopped at a damaged segment that has been healed since, and no
+// event was appended or queued meanwhile (the shipper's start, or the
+// first read after the open healed it; HealFrom calls it). Otherwise the window stays as it is: it then misses the
+// transaction ids of the events before the damaged segment, and a retry of
+// one of them is written again.
 func (s *Store) RefreshTxWindow() error {
 	s.hl.mu.Lock()
-	id := s.hl.txPartial
+	id, tip := s.hl.txPartial, s.hl.txTip
 	_, still := s.hl.damaged[id]
 	s.hl.mu.Unlock()
 	if id == 0 || still {
@@ -136,12 +133,8 @@ func (s *Store) RefreshTxWindow() error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.txns == nil || s.closed {
-		return nil
-	}
-	if s.writing || s.flight != nil || len(s.pend.items) > 0 {
-		s.hl.txRefreshDue.Store(true) // the window holds ids not durable yet
-		return nil
+	if s.txns == nil || s.tip != tip || s.writing || s.closed || s.flight != nil || len(s.pend.items) > 0 {
+		return nil // an append since: the window holds ids a rebuild would drop
 	}
 	if sum, _, err := hashSegment(s.openReader, segRange{id: id, to: s.segSize(id), sealed: true}, nil); err != nil {
 		return nil
@@ -149,15 +142,12 @@ func (s *Store) RefreshTxWindow() error {
 		return nil // not healed
 	}
 	old := s.txns
-	// The same seeds: an append hashes its event before it takes s.mu.
-	s.txns = &txWindow{max: old.max, seedA: old.seedA, seedB: old.seedB, seedC: old.seedC}
+	s.txns = newTxWindow(old.max, false)
 	s.hl.mu.Lock()
 	s.hl.txPartial = 0
-	s.hl.txHole.Store(false)
 	s.hl.mu.Unlock()
 	if err := s.rebuildTxWindow(); err != nil {
 		s.txns = old
-		s.noteTxPartial(id)
 		return err
 	}
 	s.log.Info("localseg: transaction window rebuilt in full after healing a damaged segment", "dir", s.dir, "segment", id)

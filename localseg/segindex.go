@@ -288,28 +288,14 @@ func (s *Store) segIdxFiles() *segIdxFiles {
 	return &segIdxFiles{fs: s.fs, dir: s.dir, write: !s.readOnly, loaded: &s.idxLoads, evicted: s.EvictedSegment, damaged: s.isDamaged}
 }
 
-// writeSegIndex writes an index file without an fsync (a replay's
-// rewrite; the seal's is fsynced, writeSegIndexSynced). Errors are returned
-// for the caller to ignore or log.
+// writeSegIndex writes an index file (no fsync: it is a cache). Errors are
+// returned for the caller to ignore or log.
 func writeSegIndex(fsys FS, dir string, id uint64, data []byte) error {
-	return writeSegIndexFile(fsys, dir, id, data, false)
-}
-
-// writeSegIndexSynced is writeSegIndex followed by an fsync of the file
-// (its directory entry is the caller's to make durable).
-func writeSegIndexSynced(fsys FS, dir string, id uint64, data []byte) error {
-	return writeSegIndexFile(fsys, dir, id, data, true)
-}
-
-func writeSegIndexFile(fsys FS, dir string, id uint64, data []byte, sync bool) error {
 	f, err := fsys.OpenFile(filepath.Join(dir, SegmentIndexFileName(id)), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
 	}
 	_, err = f.WriteAt(data, 0)
-	if err == nil && sync {
-		err = f.Sync()
-	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -159,19 +159,3 @@ func (s *Shipper) damagedErr() error {
 	}
 	return nil
 }
-
-// verifiedCopy returns the bucket copy of sealed local segment id when its
-// local file is damaged at rest and the copy, on the lineage, verifies
-// against the segment's record: what a heal would install. The start's
-// checks read it before the verdict heals the file (reconcile.go).
-func (s *Shipper) verifiedCopy(ctx context.Context, id uint64) ([]byte, bool) {
-	hs, ok := s.store.(healStore)
-	if !ok || !hs.DamagedOnDisk(id) {
-		return nil, false
-	}
-	data, err := s.lineageCopy(ctx, id)
-	if err != nil || hs.CheckHealCopy(id, data) != nil {
-		return nil, false
-	}
-	return data, true
-}

@@ -425,7 +425,7 @@ func (s *Shipper) compareTail(ctx context.Context, info blobtier.ObjectInfo, dat
 			if !ok {
 				return fmt.Errorf("%w: sequence %d of tail object %s is not in the local store", ErrDiverged, f.Seq, info.Key)
 			}
-			if local, err = s.segmentEvents(ctx, seg, info.Parsed.FirstSeq, info.Parsed.LastSeq); err != nil {
+			if local, err = s.segmentEvents(seg, info.Parsed.FirstSeq, info.Parsed.LastSeq); err != nil {
 				return err
 			}
 			loaded = seg
@@ -452,15 +452,10 @@ func segmentHolding(segs []localseg.SegmentInfo, seq uint64) (localseg.SegmentIn
 
 // segmentEvents reads the durable bytes of a local segment and returns its
 // event frames from first through last.
-// A segment damaged at rest whose bucket copy verifies against its record
-// (healable) is read from that copy: the heal comes after the verdict.
-func (s *Shipper) segmentEvents(ctx context.Context, seg localseg.SegmentInfo, first, last uint64) (map[uint64]frame.Frame, error) {
+func (s *Shipper) segmentEvents(seg localseg.SegmentInfo, first, last uint64) (map[uint64]frame.Frame, error) {
 	data, err := s.store.ReadRange(seg.ID, 0, seg.Size)
 	if err != nil {
 		return nil, fmt.Errorf("read local segment %d: %w", seg.ID, err)
-	}
-	if cp, ok := s.verifiedCopy(ctx, seg.ID); ok {
-		data = cp
 	}
 	out := map[uint64]frame.Frame{}
 	for f, err := range frame.Frames(data) {

@@ -16,12 +16,13 @@ package sim
 // never damaged at rest while its local file is (both copies damaged is a
 // real loss the engine can only report), and the reverse.
 //
-// An open that finds a sealed segment damaged rebuilds its window of
-// transaction ids only from the segments after it (localseg/txwindow.go);
-// until a heal rebuilds it in full, an append whose id the window does not
-// hold is refused (storage class, nothing written). Retries are checked in
-// that situation as in any other (windowHole counts them): each must
-// answer its original sequence or be refused.
+// A limitation the simulation skips rather than checks: an open that finds
+// a sealed segment damaged rebuilds its window of transaction ids only
+// from the segments after it (localseg/txwindow.go); a heal at the start,
+// or at a read before any append, rebuilds it in full, a later one does
+// not. So after an open with a damaged local segment outstanding, retries
+// (whose deduplication rests on that window) are not generated until the
+// next open without one (windowHole).
 
 import (
 	"bytes"

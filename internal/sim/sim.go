@@ -124,8 +124,7 @@ type run struct {
 	// localDamaged: sealed local segments damaged at rest (localdamage.go).
 	localDamaged map[uint64]*localDamage
 	// windowHole: the Log was opened with a local segment damaged
-	// (localdamage.go): its transaction window may have a hole there
-	// (retries are checked all the same; counted).
+	// (localdamage.go): its transaction window may miss the ids before it.
 	windowHole bool
 	// mustRepair: damaged segment objects a restart must repair (key →
 	// w.opens at the restart; see noteMustRepair).
