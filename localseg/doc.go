@@ -269,44 +269,12 @@
 // Not built yet (later sessions): a lazy hydrate (a new owner fetches only
 // the newest segments within the budget), derived index objects in the
 // bucket for a machine that never had the segment, ranged GETs (whole
-// segments are fetched), and paging out evicted segments' index entries;
-// the benches.
+// segments are fetched), paging out evicted segments' index entries, and
+// self-healing a corrupt local segment from its bucket copy; the benches.
 // An evicted segment whose bucket object is not listed with its metadata
 // stops the owner's start (shipper/evict.go: retried like a failing
 // bucket, then refused naming the segment; ErrDiverged when it differs),
 // not repaired.
-//
-// # Self-healing (heal.go, healread.go)
-//
-// A sealed segment whose file is found damaged at rest — a read's frame
-// fails its CRC, an index build or recovery's replay finds it invalid, a
-// first-event probe fails — is healed from the Healer (SetHealer: the
-// shipper, which hands over the bucket copy only of a segment durable in
-// the bucket with an epoch on the lineage). The copy must match the
-// record made when the segment was sealed or validated: its index file
-// (docs/FORMAT.md §3.6), intact by its own digest, with the segment's
-// length, xxh64 and first event; then every frame is checked. Check before
-// acting: the local bytes must differ from the record and fail the frame
-// checks (valid frames that differ are a diverged disk, never healed), and
-// nothing is written before the copy verifies. Crash safety: the copy is
-// written to seg-<id>.eslog.heal.tmp, fsynced, read back and checked again,
-// then renamed over the damaged file under the writer role (reclaim,
-// eviction and seals wait; the segment must still be the sealed, local one)
-// and the directory fsynced; a crash leaves the damaged file or the healed
-// one, and a writable open removes the temporary. A failed write of the
-// temporary changes nothing (it is removed); a poisoned store heals
-// nothing. Without a verified copy the segment is recorded as damaged
-// (Damaged, HealStats): nothing is replaced, its intact index file indexes
-// it (so reads that need none of its damaged frames answer, and recovery
-// and the probes go on), reads of its damaged frames fail as corruption,
-// and only HealDamaged (the shipper's maintenance pass) tries it again.
-// Without an intact index file there is no record to check a copy against:
-// the segment is not healed and the read or open fails as before. Index
-// files are a cache written without fsync, so a crash can take the record
-// (the simulation counts it). The transaction window's rebuild at open stops
-// at a damaged segment; a heal before any append rebuilds it in full
-// (RefreshTxWindow), a later one does not. All of it is safe for
-// concurrent use (one heal of a segment at a time).
 //
 // # Decisions docs/FORMAT.md leaves to this package
 //

@@ -12,12 +12,12 @@ import (
 	"github.com/bucketlog/bucketlog/frame"
 )
 
-// ensureIndexOnce builds the read index if it is not built yet. After an O(1)
+// ensureIndex builds the read index if it is not built yet. After an O(1)
 // open (trusted checkpoint) this is where the full replay runs, with every
 // CRC and the gapless sequence checked, so a corrupt frame is an error at
 // the first read. The replay reads without s.mu (appends continue); the
 // frames that became durable meanwhile are read under s.mu at the end.
-func (s *Store) ensureIndexOnce() error {
+func (s *Store) ensureIndex() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for {
@@ -180,10 +180,10 @@ const maxReadSpan = 256 << 10
 // a large page takes the time of its share.
 const parallelReadMin = 512 << 10
 
-// readLocsOnce reads the events at locs, coalescing adjacent frames of one
+// readLocs reads the events at locs, coalescing adjacent frames of one
 // segment into one read; a large read is split among up to GOMAXPROCS
 // goroutines (the first error in record order is returned).
-func (s *Store) readLocsOnce(locs []loc) ([]Record, error) {
+func (s *Store) readLocs(locs []loc) ([]Record, error) {
 	out := make([]Record, len(locs))
 	var total int64
 	for i := range locs {

@@ -316,7 +316,7 @@ func (s *Store) recoverSegments(ids []uint64, ck *checkpoint, ckFileLen int) err
 			}
 			return rf, func() { rf.Close() }, nil
 		}
-		err := s.replaySealedRecovering(r, open, rgs, func(id, seq uint64) { s.segByID(id).first = seq })
+		err := r.replayRanges(open, s.segIdxFiles(), rgs, func(id, seq uint64) { s.segByID(id).first = seq })
 		if err != nil {
 			return err
 		}

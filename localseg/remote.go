@@ -240,9 +240,6 @@ type RemoteStats struct {
 	LocalBytes    int64 // the logical bytes of local segment files, the active one included
 	LocalSealed   int64 // those of sealed ones (what the budget bounds)
 	LocalSegments int
-	// Healed, HealFailures and Damaged count self-healing (heal.go).
-	Healed, HealFailures int64
-	Damaged              int
 }
 
 // RemoteStats reports the evicted segments and their reads.
@@ -265,8 +262,6 @@ func (s *Store) RemoteStats() RemoteStats {
 	e := &s.ev
 	r.EvictedTotal, r.Fetches, r.FetchBytes, r.FetchFailures = e.evicted.Load(), e.fetches.Load(), e.fetchBytes.Load(), e.failures.Load()
 	r.CacheHits, r.CacheMisses = e.hits.Load(), e.misses.Load()
-	h := s.HealStats()
-	r.Healed, r.HealFailures, r.Damaged = h.Healed, h.Failures, h.Damaged
 	e.mu.Lock()
 	r.CacheBytes = e.bytes
 	e.mu.Unlock()

@@ -275,7 +275,6 @@ type segIdxFiles struct {
 	// evicted reports the digest an evicted segment had when it left the
 	// disk (evict.go): its index file is trusted when it records that.
 	evicted func(id uint64) (size int64, digest uint64, ok bool)
-	damaged func(id uint64) bool // damaged with no verified copy (heal.go)
 }
 
 // IndexFileLoads reports how many sealed segments this store's replays took
@@ -285,7 +284,7 @@ func (s *Store) IndexFileLoads() int64 { return s.idxLoads.Load() }
 
 // segIdxFiles is how the store's replays use index files.
 func (s *Store) segIdxFiles() *segIdxFiles {
-	return &segIdxFiles{fs: s.fs, dir: s.dir, write: !s.readOnly, loaded: &s.idxLoads, evicted: s.EvictedSegment, damaged: s.isDamaged}
+	return &segIdxFiles{fs: s.fs, dir: s.dir, write: !s.readOnly, loaded: &s.idxLoads, evicted: s.EvictedSegment}
 }
 
 // writeSegIndex writes an index file (no fsync: it is a cache). Errors are
@@ -334,12 +333,6 @@ func (x *segIdxFiles) load(open openSegFunc, rg segRange, buf []byte) (*piece, [
 		return nil, buf, false
 	}
 	if skipSegmentDigest.Load() {
-		return p, buf, true
-	}
-	if x.damaged != nil && x.damaged(rg.id) {
-		// Damaged at rest with no verified copy (heal.go): the file,
-		// intact by its own digest, indexes the segment as it was sealed;
-		// reads of its damaged frames fail their CRC.
 		return p, buf, true
 	}
 	if x.evicted != nil {

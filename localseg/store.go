@@ -103,7 +103,6 @@ type Store struct {
 	report        OpenReport
 	readers       readerCache
 	ev            evictState // evicted segments and their fetched bytes (evict.go, remote.go)
-	hl            healState  // damaged segments and their healing (heal.go)
 	// deferCleanup: Options.DeferCleanup; deferred is what recovery left
 	// for RemoveLeftovers.
 	deferCleanup bool

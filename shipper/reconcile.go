@@ -147,7 +147,6 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 	var damagedSegs []string
 	var reput []tailbatch.SegRange // damaged segments of ours, put again from the local copy
 	var reputIDs []uint64          // their ids
-	var heals []uint64             // local segments damaged at rest, healed from their objects (heal.go)
 	for _, info := range view.SegmentObjects {
 		if info.Parsed.Segment > wm.Segment {
 			if skip, err := lf.skipSegment(ctx, info); err != nil {
@@ -187,13 +186,6 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 			return fmt.Errorf("%w: segment %d, evicted from the local disk, differs from the bucket's object %s", ErrDiverged, id, info.Key)
 		}
 		if !match {
-			if match, err = s.healable(ctx, seg); err != nil {
-				return err
-			} else if match {
-				heals = append(heals, id)
-			}
-		}
-		if !match {
 			if match, err = lf.holdsLocal(ctx, info, seg); err != nil || !match {
 				return cmp.Or(err, fmt.Errorf("%w: segment %d differs from the bucket's object %s", ErrDiverged, id, info.Key))
 			}
@@ -212,9 +204,6 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 
 	// The verdict is in: from here on the shard directory and the bucket
 	// may change.
-	if err := s.healAtStart(heals); err != nil {
-		return err
-	}
 	for _, key := range damagedSegs {
 		// Not deleted here: a read damaged on the way looks the same, and
 		// the object may be intact. The uploader's first pass reads it

@@ -43,10 +43,6 @@ func (r *run) maybeRetry(ctx context.Context) *violation {
 	if g.rng.IntN(4) != 0 {
 		return nil
 	}
-	if r.windowHole { // localdamage.go
-		r.stats.Faults["dedup-unchecked:window-hole"]++
-		return nil
-	}
 	if g.rng.IntN(5) == 0 {
 		return r.retryFailed(ctx, g)
 	}
