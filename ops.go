@@ -59,7 +59,6 @@ type RestoreOptions struct {
 	Concurrency         int
 	Progress            func(RestoreProgress)
 	FS                  FS
-	LazyBytes           int64 // > 0: a lazy restore keeping the newest segments within it local (coldload.Options.Lazy)
 }
 
 // Restore rebuilds one shard from the bucket alone into an empty directory
@@ -81,7 +80,7 @@ func Restore(ctx context.Context, o RestoreOptions) (RestoreReport, error) {
 		AllowEmpty:          o.AllowEmpty,
 		AllowWatermarkAhead: o.AllowWatermarkAhead,
 		Progress:            o.Progress,
-		Store:               localseg.Options{FS: o.FS}, Lazy: o.LazyBytes > 0, LocalBytes: o.LazyBytes,
+		Store:               localseg.Options{FS: o.FS},
 	})
 }
 

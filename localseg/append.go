@@ -51,13 +51,6 @@ func (s *Store) Append(ev Event) (AppendResult, error) {
 	if e, ok := s.txns.lookup(&v); ok {
 		return s.duplicateLocked(&v, e) // the check and the queuing are one step under s.mu
 	}
-	if err := s.txHoleLocked(); err != nil {
-		s.mu.Unlock()
-		if s.closeTxHole() {
-			return s.Append(ev)
-		}
-		return AppendResult{}, err
-	}
 	seq := s.nextSeq
 	if n := v.frameLen(seq); n > s.maxSeg {
 		s.mu.Unlock()
@@ -375,7 +368,8 @@ func (s *Store) commitChunk(seg *segment, buf []byte, items []item, end int64, s
 				return err
 			}
 			sealedOK = true
-			return nil
+			next, err = s.successor(seg)
+			return err
 		}
 		if len(items) == 0 {
 			return nil
@@ -385,12 +379,6 @@ func (s *Store) commitChunk(seg *segment, buf []byte, items []item, end int64, s
 		}
 		return nil
 	})
-	if err == nil && seal {
-		// The index file is written in successor (seal.go): before the
-		// seal is published, so no replay can see the segment sealed
-		// without it and write it too.
-		next, err = s.successor(seg, end)
-	}
 	if err != nil {
 		if sealedOK && len(items) > 0 {
 			// The frames are durable although the successor could not
@@ -403,6 +391,16 @@ func (s *Store) commitChunk(seg *segment, buf []byte, items []item, end int64, s
 			s.mu.Unlock()
 		}
 		return err
+	}
+	if seal {
+		// Before the seal is published, so no replay can see the segment
+		// sealed without it and write it too.
+		if data := seg.ixb.finish(end); data != nil {
+			if err := writeSegIndex(s.fs, s.dir, seg.id, data); err != nil {
+				s.log.Debug("localseg: index file not written (the next replay reads the segment in full)", "dir", s.dir, "segment", seg.id, "err", err)
+			}
+		}
+		seg.ixb = nil
 	}
 	s.mu.Lock()
 	s.applyLocked(items)

@@ -117,13 +117,6 @@ func (s *Store) AppendEvents(evs []Event) (BatchResult, error) {
 			waitFor = max(waitFor, e.seq)
 			continue
 		}
-		if err := s.txHoleLocked(); err != nil {
-			s.mu.Unlock()
-			if s.closeTxHole() {
-				return s.AppendEvents(evs)
-			}
-			return BatchResult{}, fmt.Errorf("event %d of the batch: %w", i, err)
-		}
 		if n := v.frameLen(next); n > s.maxSeg {
 			s.mu.Unlock()
 			return BatchResult{}, fmt.Errorf("event %d of the batch: %w", i, tooLarge(n, s.maxSeg))

@@ -266,72 +266,15 @@
 // (ErrPoisoned wrapping ErrRemoteRead) until a reopen finds the bucket
 // answering: a window missing those ids would write a retry twice.
 //
-// A store being built can record segments it never held as evicted
-// (evictimport.go: ImportEvicted, with the length, xxh64 and first event
-// the bucket's object has; ImportCheckpoint, with the tip read from the
-// newest local segment, so the open replays nothing): the hook of a lazy
-// hydrate (the first event may be 0, not known). Such a store opens
-// fetching only what the transaction window needs beyond its local
-// segments. Its index is built lazily per segment (lazyindex.go): an
-// evicted segment without a valid index file stays pending, unread, until a
-// read by sequence needs it (O(log n) fetches to find a sequence deep in
-// the history); a per-execution read builds the index in full, fetching
-// each pending segment once and writing its index file. While segments are
-// pending the index build checks the consumers and (when no event follows
-// them) the tip only against the checkpoint's word; the full build checks
-// them against every frame. A lazy hydrate records its remote segments with
-// the first event not known (FirstUnknown, evicted.json first 2^64−1): the
-// store reports such a segment as holding no event until a read resolves
-// it, and refuses (ErrInvalidState, before any change) a reclaim whose end
-// falls right before one, whose last event it could not know. A writable
-// open with Options.ResolveFirsts (the engine's owner) resolves every one
-// before recovery changes a byte, or is refused with ErrRemoteRead
-// (resolvefirsts.go).
-//
-// Not built yet (later sessions): derived index objects in the
+// Not built yet (later sessions): a lazy hydrate (a new owner fetches only
+// the newest segments within the budget), derived index objects in the
 // bucket for a machine that never had the segment, ranged GETs (whole
-// segments are fetched), and paging out evicted segments' index entries;
-// the benches.
+// segments are fetched), paging out evicted segments' index entries, and
+// self-healing a corrupt local segment from its bucket copy; the benches.
 // An evicted segment whose bucket object is not listed with its metadata
 // stops the owner's start (shipper/evict.go: retried like a failing
 // bucket, then refused naming the segment; ErrDiverged when it differs),
 // not repaired.
-//
-// # Self-healing (heal.go, healread.go)
-//
-// A sealed segment whose file is found damaged at rest — a read's frame
-// fails its CRC, an index build or recovery's replay finds it invalid, a
-// first-event probe fails — is healed from the Healer (SetHealer: the
-// shipper, which hands over the bucket copy only of a segment durable in
-// the bucket with an epoch on the lineage). The copy must match the
-// record made when the segment was sealed or validated: its index file
-// (docs/FORMAT.md §3.6), intact by its own digest, with the segment's
-// length, xxh64 and first event; then every frame is checked. Check before
-// acting: the local bytes must differ from the record and fail the frame
-// checks (valid frames that differ are a diverged disk, never healed), and
-// nothing is written before the copy verifies. Crash safety: the copy is
-// written to seg-<id>.eslog.heal.tmp, fsynced, read back and checked again,
-// then renamed over the damaged file under the writer role (reclaim,
-// eviction and seals wait; the segment must still be the sealed, local one)
-// and the directory fsynced; a crash leaves the damaged file or the healed
-// one, and a writable open removes the temporary. A failed write of the
-// temporary changes nothing (it is removed); a poisoned store heals
-// nothing. Without a verified copy the segment is recorded as damaged
-// (Damaged, HealStats): nothing is replaced, its intact index file indexes
-// it (so reads that need none of its damaged frames answer, and recovery
-// and the probes go on), reads of its damaged frames fail as corruption,
-// and only HealDamaged (the shipper's maintenance pass) tries it again.
-// Without an intact index file there is no record to check a copy against:
-// the segment is not healed and the read or open fails as before. The
-// index file written at a seal is fsynced before the rollover's directory
-// fsync (one fsync a seal), so a crash after a seal keeps the record; one a
-// replay rewrites is not fsynced, and a crash can take it. The transaction window's rebuild at open stops
-// at a damaged segment, leaving a hole: until a heal rebuilds it in full
-// (RefreshTxWindow), an append whose transaction id the window does not
-// hold is refused with ErrTxWindowIncomplete (storage class, retryable;
-// nothing written), since it could be a retry of an event in the hole;
-// retries the window holds answer as duplicates. All of it is safe for
-// concurrent use (one heal of a segment at a time).
 //
 // # Decisions docs/FORMAT.md leaves to this package
 //

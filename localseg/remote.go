@@ -179,11 +179,7 @@ func fetchVerified(remote RemoteSource, en evictEntry) ([]byte, error) {
 		return nil, fmt.Errorf("%w: segment %d: the bucket's copy (%d bytes, xxh64 %016x) is not the evicted segment (%d bytes, xxh64 %s)",
 			ErrRemoteRead, en.ID, len(data), xxhash.Sum64(data), en.Size, en.XXH64)
 	}
-	first := en.First
-	if first == FirstUnknown {
-		first = 0 // a lazy hydrate's: not known (lazyindex.go)
-	}
-	if _, err := VerifySegment(en.ID, data, first); err != nil {
+	if _, err := VerifySegment(en.ID, data, en.First); err != nil {
 		return nil, fmt.Errorf("%w: segment %d: the bucket's copy fails verification: %v", ErrRemoteRead, en.ID, err)
 	}
 	return data, nil
@@ -244,9 +240,6 @@ type RemoteStats struct {
 	LocalBytes    int64 // the logical bytes of local segment files, the active one included
 	LocalSealed   int64 // those of sealed ones (what the budget bounds)
 	LocalSegments int
-	// Healed, HealFailures and Damaged count self-healing (heal.go).
-	Healed, HealFailures int64
-	Damaged              int
 }
 
 // RemoteStats reports the evicted segments and their reads.
@@ -269,8 +262,6 @@ func (s *Store) RemoteStats() RemoteStats {
 	e := &s.ev
 	r.EvictedTotal, r.Fetches, r.FetchBytes, r.FetchFailures = e.evicted.Load(), e.fetches.Load(), e.fetchBytes.Load(), e.failures.Load()
 	r.CacheHits, r.CacheMisses = e.hits.Load(), e.misses.Load()
-	h := s.HealStats()
-	r.Healed, r.HealFailures, r.Damaged = h.Healed, h.Failures, h.Damaged
 	e.mu.Lock()
 	r.CacheBytes = e.bytes
 	e.mu.Unlock()

@@ -46,29 +46,9 @@ func (s *Store) sealFile(seg *segment, end int64) error {
 	return nil
 }
 
-// sealIndex writes sealed seg's index file and fsyncs it (docs/FORMAT.md
-// §3.6): one fsync a seal, after the successor's creation and before the
-// directory fsync that makes both entries durable. The file is the record
-// a heal checks a bucket copy against, so a crash after the seal keeps it;
-// and as the directory is journaled in order (faultfs), a crash that keeps
-// its entry keeps the successor's, which recovery takes it as evidence of.
-// A failure is only logged: the next replay reads the segment in full and
-// writes the file again.
-func (s *Store) sealIndex(seg *segment, end int64) {
-	data := seg.ixb.finish(end)
-	seg.ixb = nil
-	if data == nil {
-		return
-	}
-	if err := writeSegIndexSynced(s.fs, s.dir, seg.id, data); err != nil {
-		s.log.Debug("localseg: index file not written (the next replay reads the segment in full)", "dir", s.dir, "segment", seg.id, "err", err)
-	}
-}
-
 // successor creates the segment after seg (the spare renamed into place,
-// or a new file), writes seg's index file (sealIndex, seg sealed at end)
-// and fsyncs the directory: a rollover's second half.
-func (s *Store) successor(seg *segment, end int64) (*segment, error) {
+// or a new file) and fsyncs the directory: a rollover's second half.
+func (s *Store) successor(seg *segment) (*segment, error) {
 	f, err := s.takeSpare(seg.id + 1)
 	if err != nil {
 		return nil, err
@@ -78,7 +58,6 @@ func (s *Store) successor(seg *segment, end int64) (*segment, error) {
 			return nil, err
 		}
 	}
-	s.sealIndex(seg, end)
 	if err := s.fs.SyncDir(s.dir); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("localseg: fsync directory %s: %w", s.dir, err)

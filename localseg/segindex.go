@@ -275,10 +275,6 @@ type segIdxFiles struct {
 	// evicted reports the digest an evicted segment had when it left the
 	// disk (evict.go): its index file is trusted when it records that.
 	evicted func(id uint64) (size int64, digest uint64, ok bool)
-	damaged func(id uint64) bool // damaged with no verified copy (heal.go)
-	// lazy: an evicted segment without a valid index file is not fetched
-	// but left pending (lazyindex.go), indexed on the first read of it.
-	lazy bool
 }
 
 // IndexFileLoads reports how many sealed segments this store's replays took
@@ -288,31 +284,17 @@ func (s *Store) IndexFileLoads() int64 { return s.idxLoads.Load() }
 
 // segIdxFiles is how the store's replays use index files.
 func (s *Store) segIdxFiles() *segIdxFiles {
-	return &segIdxFiles{fs: s.fs, dir: s.dir, write: !s.readOnly, loaded: &s.idxLoads, evicted: s.EvictedSegment, damaged: s.isDamaged}
+	return &segIdxFiles{fs: s.fs, dir: s.dir, write: !s.readOnly, loaded: &s.idxLoads, evicted: s.EvictedSegment}
 }
 
-// writeSegIndex writes an index file without an fsync (a replay's
-// rewrite; the seal's is fsynced, writeSegIndexSynced). Errors are returned
-// for the caller to ignore or log.
+// writeSegIndex writes an index file (no fsync: it is a cache). Errors are
+// returned for the caller to ignore or log.
 func writeSegIndex(fsys FS, dir string, id uint64, data []byte) error {
-	return writeSegIndexFile(fsys, dir, id, data, false)
-}
-
-// writeSegIndexSynced is writeSegIndex followed by an fsync of the file
-// (its directory entry is the caller's to make durable).
-func writeSegIndexSynced(fsys FS, dir string, id uint64, data []byte) error {
-	return writeSegIndexFile(fsys, dir, id, data, true)
-}
-
-func writeSegIndexFile(fsys FS, dir string, id uint64, data []byte, sync bool) error {
 	f, err := fsys.OpenFile(filepath.Join(dir, SegmentIndexFileName(id)), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
 	}
 	_, err = f.WriteAt(data, 0)
-	if err == nil && sync {
-		err = f.Sync()
-	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -351,12 +333,6 @@ func (x *segIdxFiles) load(open openSegFunc, rg segRange, buf []byte) (*piece, [
 		return nil, buf, false
 	}
 	if skipSegmentDigest.Load() {
-		return p, buf, true
-	}
-	if x.damaged != nil && x.damaged(rg.id) {
-		// Damaged at rest with no verified copy (heal.go): the file,
-		// intact by its own digest, indexes the segment as it was sealed;
-		// reads of its damaged frames fail their CRC.
 		return p, buf, true
 	}
 	if x.evicted != nil {
@@ -407,11 +383,6 @@ func (x *segIdxFiles) scan(open openSegFunc, rg segRange, buf []byte) (*piece, [
 	if ok {
 		x.loaded.Add(1)
 		return p, buf
-	}
-	if x.lazy && x.evicted != nil {
-		if _, _, ev := x.evicted(rg.id); ev {
-			return &piece{id: rg.id, pending: true}, buf
-		}
 	}
 	if !x.write {
 		return scanRange(open, rg, buf, nil)

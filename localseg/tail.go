@@ -21,14 +21,13 @@ import (
 // known. It releases s.mu while reading.
 func (s *Store) probeUnknownLocked() error {
 	type job struct {
-		seg    *segment
-		size   int64
-		sealed bool
+		seg  *segment
+		size int64
 	}
 	var jobs []job
 	for _, seg := range s.segs {
 		if !seg.known {
-			jobs = append(jobs, job{seg, seg.size, seg.sealed})
+			jobs = append(jobs, job{seg, seg.size})
 		}
 	}
 	if len(jobs) == 0 {
@@ -45,9 +44,6 @@ func (s *Store) probeUnknownLocked() error {
 		}
 		firsts[i], errs[i] = probeFirstEvent(r.f, j.seg.id, j.size)
 		s.readers.put(r)
-		if errs[i] != nil && j.sealed {
-			firsts[i], errs[i] = s.firstOfDamaged(j.seg.id, j.size, errs[i]) // heal.go
-		}
 	}
 	s.mu.Lock()
 	for i, j := range jobs {
@@ -124,9 +120,6 @@ func (s *Store) Snapshot() (Snapshot, error) {
 // afterSeq is durable.
 func (s *Store) TailExtent(afterSeq uint64, maxBytes int64) (Extent, bool, error) {
 	if err := s.ensureIndex(); err != nil {
-		return Extent{}, false, err
-	}
-	if err := s.resolveRun(max(afterSeq, 1)-1, 2); err != nil {
 		return Extent{}, false, err
 	}
 	s.mu.Lock()

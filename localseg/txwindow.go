@@ -315,7 +315,6 @@ func (s *Store) rebuildTxWindow() error {
 				return err
 			}
 			s.log.Warn("localseg: transaction window rebuilt only from the segments after a damaged one", "dir", s.dir, "segment", seg.id, "err", err)
-			s.noteTxPartial(seg.id) // heal.go: rebuilt in full once it is healed at start
 			break
 		}
 		if len(recs) == 0 {

@@ -15,22 +15,18 @@ var remoteNames = []string{
 	"local_bytes", "local_overshoot_bytes", "evicted_segments", "evicted_bytes",
 	"remote_reads_total", "remote_read_bytes_total", "remote_read_failures_total",
 	"remote_cache_hits_total", "remote_cache_misses_total",
-	"local_segments_healed_total", "local_segment_heal_failures_total", "local_segments_damaged",
 }
 
 var remoteHelps = map[string]string{
-	"local_bytes":                       "Logical bytes of the shard's segment files on the local disk, the active one included (read at scrape time).",
-	"local_overshoot_bytes":             "Bytes by which the local sealed segments exceed the local retention budget (segments not yet durable in the bucket stay).",
-	"evicted_segments":                  "Sealed segments moved off the local disk; their reads go to the bucket.",
-	"evicted_bytes":                     "Bytes of the evicted segments.",
-	"remote_reads_total":                "Evicted segments fetched from the bucket and verified.",
-	"remote_read_bytes_total":           "Bytes of evicted segments fetched from the bucket.",
-	"remote_read_failures_total":        "Fetches of evicted segments that failed (the read answered a storage error).",
-	"remote_cache_hits_total":           "Reads of evicted segments served from the in-memory cache.",
-	"remote_cache_misses_total":         "Reads of evicted segments that had to fetch from the bucket.",
-	"local_segments_healed_total":       "Sealed local segments found damaged on the disk and replaced by their verified bucket copy.",
-	"local_segment_heal_failures_total": "Attempts to heal a damaged local segment that found no verified copy (nothing was replaced).",
-	"local_segments_damaged":            "Sealed local segments damaged on the disk with no verified copy to heal them from (reads of their damaged frames fail).",
+	"local_bytes":                "Logical bytes of the shard's segment files on the local disk, the active one included (read at scrape time).",
+	"local_overshoot_bytes":      "Bytes by which the local sealed segments exceed the local retention budget (segments not yet durable in the bucket stay).",
+	"evicted_segments":           "Sealed segments moved off the local disk; their reads go to the bucket.",
+	"evicted_bytes":              "Bytes of the evicted segments.",
+	"remote_reads_total":         "Evicted segments fetched from the bucket and verified.",
+	"remote_read_bytes_total":    "Bytes of evicted segments fetched from the bucket.",
+	"remote_read_failures_total": "Fetches of evicted segments that failed (the read answered a storage error).",
+	"remote_cache_hits_total":    "Reads of evicted segments served from the in-memory cache.",
+	"remote_cache_misses_total":  "Reads of evicted segments that had to fetch from the bucket.",
 }
 
 type remoteWatch struct {
@@ -77,8 +73,6 @@ func (c *remoteCollector) Collect(ch chan<- prometheus.Metric) {
 			"remote_reads_total": float64(r.Fetches), "remote_read_bytes_total": float64(r.FetchBytes),
 			"remote_read_failures_total": float64(r.FetchFailures),
 			"remote_cache_hits_total":    float64(r.CacheHits), "remote_cache_misses_total": float64(r.CacheMisses),
-			"local_segments_healed_total": float64(r.Healed), "local_segment_heal_failures_total": float64(r.HealFailures),
-			"local_segments_damaged": float64(r.Damaged),
 		}
 		for _, n := range remoteNames {
 			t := prometheus.GaugeValue

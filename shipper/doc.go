@@ -61,19 +61,6 @@
 // differs is ErrDiverged. RemoteSegments is the store's source of evicted
 // segments.
 //
-// Self-healing (heal.go): the shipper is the store's Healer. It hands a
-// segment object over only for a segment it holds durable (isDurable) whose
-// object's epoch is its own or an older one the lineage keeps (validOlder).
-// At start a sealed local segment whose bytes differ from its object is
-// healed after the verdict when its frames fail their checks and the
-// object verifies against the segment's record (not a diverged disk); one
-// damaged with no copy to heal it refuses the start naming it. Every
-// maintenance pass and Ship retries the damaged segments. Readiness policy:
-// a segment damaged with no verified copy leaves the shard ready (/readyz
-// 200: appends and every read not needing its damaged frames go on); Health
-// reports it, Status says "degraded" with DamagedSegments, and the metric
-// bucketlog_local_segments_damaged counts it.
-//
 // Restore and Verify (restore.go) take the bucket the one way (OpenBucket);
 // a restored directory records its bucket like an opened one. A nil
 // *Shipper (a store without a bucket) answers the root's gates (Appended,

@@ -67,7 +67,6 @@ func (s *Shipper) maintain(ctx context.Context, runGC bool) error {
 	}
 	_, err := s.uploadSealed(ctx)
 	s.evictLocked() // after the uploads: what they made durable may go
-	s.healDamagedLocked()
 	if err == nil && !s.o.DisableTailCleanup {
 		err = s.cleanupLocked(ctx)
 	}

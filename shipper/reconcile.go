@@ -147,7 +147,6 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 	var damagedSegs []string
 	var reput []tailbatch.SegRange // damaged segments of ours, put again from the local copy
 	var reputIDs []uint64          // their ids
-	var heals []uint64             // local segments damaged at rest, healed from their objects (heal.go)
 	for _, info := range view.SegmentObjects {
 		if info.Parsed.Segment > wm.Segment {
 			if skip, err := lf.skipSegment(ctx, info); err != nil {
@@ -187,13 +186,6 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 			return fmt.Errorf("%w: segment %d, evicted from the local disk, differs from the bucket's object %s", ErrDiverged, id, info.Key)
 		}
 		if !match {
-			if match, err = s.healable(ctx, seg); err != nil {
-				return err
-			} else if match {
-				heals = append(heals, id)
-			}
-		}
-		if !match {
 			if match, err = lf.holdsLocal(ctx, info, seg); err != nil || !match {
 				return cmp.Or(err, fmt.Errorf("%w: segment %d differs from the bucket's object %s", ErrDiverged, id, info.Key))
 			}
@@ -212,9 +204,6 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 
 	// The verdict is in: from here on the shard directory and the bucket
 	// may change.
-	if err := s.healAtStart(heals); err != nil {
-		return err
-	}
 	for _, key := range damagedSegs {
 		// Not deleted here: a read damaged on the way looks the same, and
 		// the object may be intact. The uploader's first pass reads it
@@ -422,13 +411,10 @@ func (s *Shipper) compareTail(ctx context.Context, info blobtier.ObjectInfo, dat
 		}
 		if local == nil || f.Seq < loaded.FirstSeq || f.Seq > loaded.LastSeq {
 			seg, ok := segmentHolding(segs, f.Seq)
-			if !ok && s.unreadEvicted(segs, f.Seq) {
-				return nil // in segments a lazy hydrate left in the bucket, unread (lazyread.go)
-			}
 			if !ok {
 				return fmt.Errorf("%w: sequence %d of tail object %s is not in the local store", ErrDiverged, f.Seq, info.Key)
 			}
-			if local, err = s.segmentEvents(ctx, seg, info.Parsed.FirstSeq, info.Parsed.LastSeq); err != nil {
+			if local, err = s.segmentEvents(seg, info.Parsed.FirstSeq, info.Parsed.LastSeq); err != nil {
 				return err
 			}
 			loaded = seg
@@ -455,15 +441,10 @@ func segmentHolding(segs []localseg.SegmentInfo, seq uint64) (localseg.SegmentIn
 
 // segmentEvents reads the durable bytes of a local segment and returns its
 // event frames from first through last.
-// A segment damaged at rest whose bucket copy verifies against its record
-// (healable) is read from that copy: the heal comes after the verdict.
-func (s *Shipper) segmentEvents(ctx context.Context, seg localseg.SegmentInfo, first, last uint64) (map[uint64]frame.Frame, error) {
+func (s *Shipper) segmentEvents(seg localseg.SegmentInfo, first, last uint64) (map[uint64]frame.Frame, error) {
 	data, err := s.store.ReadRange(seg.ID, 0, seg.Size)
 	if err != nil {
 		return nil, fmt.Errorf("read local segment %d: %w", seg.ID, err)
-	}
-	if cp, ok := s.verifiedCopy(ctx, seg.ID); ok {
-		data = cp
 	}
 	out := map[uint64]frame.Frame{}
 	for f, err := range frame.Frames(data) {

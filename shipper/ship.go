@@ -50,7 +50,6 @@ func (s *Shipper) ship(ctx context.Context, sealActive bool, kind passKind) (Shi
 	s.maint.Lock()
 	rep.Upload, err = s.uploadSealed(ctx)
 	s.evictLocked()
-	s.healDamagedLocked()
 	s.maint.Unlock()
 	// A segment that cannot upload must not keep the tail from shipping:
 	// the tail covers its events meanwhile.

@@ -41,7 +41,6 @@
 package shipper
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -174,7 +173,6 @@ func New(ctx context.Context, store Store, b blobtier.Bucket, o Options) (*Shipp
 	if err := store.RemoveLeftovers(); err != nil {
 		return nil, err
 	}
-	s.registerHealer()
 	return s, nil
 }
 
@@ -318,9 +316,8 @@ func (s *Shipper) noteErr(err error) {
 // them). Without it, synchronous appends ship the tail themselves.
 func (s *Shipper) Start(ctx context.Context, wg *sync.WaitGroup) { s.start(ctx, wg) }
 
-// Health is nil while the shard ships and its local segments are intact
-// (heal.go), else why not.
-func (s *Shipper) Health() error { return cmp.Or(s.health(), s.damagedErr()) }
+// Health is nil while the shard ships, else why not.
+func (s *Shipper) Health() error { return s.health() }
 
 // Stopped is the second-writer stop (nil while the shard ships, and on a
 // nil Shipper). Detection is not prevention: an event acknowledged after

@@ -1,7 +1,6 @@
 package shipper
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/bucketlog/bucketlog/blobtier"
@@ -15,7 +14,7 @@ type Status struct {
 	Shard int `json:"shard"`
 	// State is "ready" (takes appends, the bucket ships), "degraded"
 	// (takes appends, the bucket is failing: events are durable on the
-	// local disk only; or DamagedSegments is not empty), "not_ready" (refuses appends: Reason says why) or
+	// local disk only), "not_ready" (refuses appends: Reason says why) or
 	// "stopped" (a second writer, or fenced: nothing ships); serve answers
 	// "opening" before the engine is open (nothing else known yet).
 	State  string `json:"state"`
@@ -49,10 +48,6 @@ type Status struct {
 	SegmentsDurable int `json:"segments_durable"`
 	SegmentsRemote  int `json:"segments_remote"`
 	Consumers       int `json:"consumers"`
-	// DamagedSegments are sealed local segments damaged on the disk that no
-	// verified bucket copy heals (heal.go): state "degraded"; reads of
-	// their damaged frames fail, every other read answers.
-	DamagedSegments []uint64 `json:"damaged_segments,omitempty"`
 
 	LastShippedAt     string `json:"last_shipped_at,omitempty"`
 	BucketFailing     bool   `json:"bucket_failing"`
@@ -83,9 +78,6 @@ func StatusOf(shard int, store Store, s *Shipper, now time.Time) Status {
 	if ev, ok := store.(evicter); ok {
 		rs := ev.RemoteStats()
 		st.SegmentsLocal, st.SegmentsRemote = rs.LocalSegments, rs.Evicted
-	}
-	if st.DamagedSegments = damaged(store); len(st.DamagedSegments) > 0 {
-		st.State, st.Reason = "degraded", fmt.Sprintf("local segments %v are damaged and no verified bucket copy heals them", st.DamagedSegments)
 	}
 	if s == nil {
 		return st

@@ -43,9 +43,6 @@ func (r *run) maybeRetry(ctx context.Context) *violation {
 	if g.rng.IntN(4) != 0 {
 		return nil
 	}
-	if r.windowHole { // localdamage.go: checked all the same
-		r.stats.Faults["dedup-checked:window-hole"]++
-	}
 	if g.rng.IntN(5) == 0 {
 		return r.retryFailed(ctx, g)
 	}

@@ -121,12 +121,6 @@ type run struct {
 	pulled  map[string]uint64
 	undeliv map[string]bool   // deleted consumers not yet covered by a whole Ship pass
 	damaged map[string]string // key → the damaged bytes left at rest
-	// localDamaged: sealed local segments damaged at rest (localdamage.go).
-	localDamaged map[uint64]*localDamage
-	// windowHole: the Log was opened with a local segment damaged
-	// (localdamage.go): its transaction window may have a hole there
-	// (retries are checked all the same; counted).
-	windowHole bool
 	// mustRepair: damaged segment objects a restart must repair (key →
 	// w.opens at the restart; see noteMustRepair).
 	mustRepair map[string]int
@@ -166,7 +160,7 @@ func (r *run) logf(format string, args ...any) {
 func Run(seed uint64, cfg Config, stats *Stats) Result {
 	rng := rand.New(rand.NewPCG(seed, seed*0x9e3779b97f4a7c15+1))
 	r := &run{cfg: cfg, seed: seed, rng: rng, m: newModel(), known: cfg.Known, stats: stats,
-		pulled: map[string]uint64{}, wmFired: map[int]int{}, undeliv: map[string]bool{}, damaged: map[string]string{}, localDamaged: map[uint64]*localDamage{}, mustRepair: map[string]int{}, ruleOf: map[int]faultbucket.Rule{}}
+		pulled: map[string]uint64{}, wmFired: map[int]int{}, undeliv: map[string]bool{}, damaged: map[string]string{}, mustRepair: map[string]int{}, ruleOf: map[int]faultbucket.Rule{}}
 	if r.known == nil {
 		r.known = map[int]bool{}
 	}
@@ -211,7 +205,6 @@ var ops = []op{
 	{"fault-upload-stall", 2, true, func(r *run, ctx context.Context) *violation { return r.opUploadStall() }},
 	{"fault-disk", 2, true, func(r *run, ctx context.Context) *violation { return r.opDiskFault() }},
 	{"damage-at-rest", 2, true, func(r *run, ctx context.Context) *violation { return r.opDamage() }},
-	{"damage-local-segment", 2, true, func(r *run, ctx context.Context) *violation { return r.opDamageLocal(ctx) }},
 	{"heal", 3, true, func(r *run, ctx context.Context) *violation { r.heal(); r.logf("heal"); return nil }},
 	{"lose-segment", 1, true, func(r *run, ctx context.Context) *violation { return r.opLoseSegment(ctx) }},
 	{"fault-damaged-put", 1, true, func(r *run, ctx context.Context) *violation { return r.opDamagedPut(ctx) }},
@@ -274,10 +267,6 @@ func (r *run) loop(ctx context.Context) *violation {
 			if v != nil {
 				return v
 			}
-			if r.localDamageUnrecoverable(err) {
-				r.logf("end: unrecoverable")
-				return nil
-			}
 			if err != nil && r.step > faultyUntil+3 {
 				return fail("wedge-open", "the shard cannot open %d steps after the faults stopped: %v", r.step-faultyUntil, err)
 			}
@@ -297,7 +286,6 @@ func (r *run) loop(ctx context.Context) *violation {
 		if r.w.inj.takeFired() {
 			r.stats.Faults["disk-fired"]++
 			r.logf("  (the disk fault fired)")
-			r.excuseLocalDamage() // localdamage.go: a heal's write may have failed
 		}
 		if v := r.check(ctx); v != nil {
 			return v
@@ -331,7 +319,7 @@ func (r *run) check(ctx context.Context) *violation {
 		}
 		got, err := readLogFrom(r.w.log, from)
 		if err != nil {
-			if errors.Is(err, localseg.ErrPoisoned) || r.remoteReadExcused(err) || r.localDamageExcused(err) {
+			if errors.Is(err, localseg.ErrPoisoned) || r.remoteReadExcused(err) {
 				return nil
 			}
 			return fail("read", "scan the open log: %v", err)
@@ -433,7 +421,6 @@ func (r *run) calm(ctx context.Context) *violation {
 			r.w.advance(20e9)
 			rep, err := r.w.log.Ship(ctx, true)
 			r.noteShipped(err)
-			r.noteLocalHealed(err)
 			if v := r.checkRepaired(err); v != nil {
 				return v
 			}

@@ -210,8 +210,7 @@ func (r *run) opShip(ctx context.Context, seal bool) *violation {
 	rep, err := ship(ctx)
 	r.logf("ship seal=%v +%s -> shipped %d tip %d %s", seal, d, rep.ShippedThrough, rep.Tip, errClass(err))
 	r.noteShipped(err)
-	r.noteEvicted()        // evict.go
-	r.noteLocalHealed(err) // localdamage.go
+	r.noteEvicted() // evict.go
 	if v := r.checkRepaired(err); v != nil {
 		return v
 	}
@@ -362,9 +361,6 @@ func (r *run) opDamage() *violation {
 			return nil
 		}
 		key, what = keys[r.rng.IntN(len(keys))], "data"
-		if r.localCopyHeld(key) {
-			return nil // its local file is damaged: both copies would be a real loss
-		}
 	}
 	data, ok := r.w.raw.Raw(key)
 	if !ok || len(data) == 0 {
@@ -418,13 +414,9 @@ var errOpen = errors.New("sim: open refused")
 func (r *run) reopen(ctx context.Context, why string) (*violation, error) {
 	r.w.inj.takeFired()
 	faults, hides := r.w.fb.Total(), r.tailHides()
-	lazy := r.w.lazyOwners
 	err, changed := r.w.open(ctx)
 	r.logf("open (%s) -> %s", why, errClass(err))
 	r.noteHiddenOpen(hides) // directed.go
-	if r.w.lazyOwners > lazy {
-		r.stats.Steps["open:lazy-hydrate"]++
-	}
 	if err != nil {
 		r.stats.Refused++
 		// An open that failed on an injected disk error is no refusal.
@@ -450,16 +442,11 @@ func (r *run) reopen(ctx context.Context, why string) (*violation, error) {
 			repairOnly = repairOnly && (strings.HasPrefix(c, "~") && localseg.IsSegmentFile(path.Base(strings.TrimPrefix(c, "~"))) ||
 				adopted != nil && adopted(c))
 		}
-		if r.localDamageUnrecoverable(err) { // localdamage.go
-			r.unrecoverable = true
-			return nil, err
-		}
 		if changed != "" && !r.w.inj.takeFired() && !r.known[1] && !repairOnly {
 			return fail("refused-open-changed-disk", "Open refused (%v) and changed the shard directory: %s", err, changed), err
 		}
 		return nil, err
 	}
-	r.windowHole = len(r.localDamaged) > 0 // localdamage.go
 	return nil, nil
 }
 
