@@ -14,6 +14,11 @@ type replay struct {
 	idx    *index // nil: locations are not needed
 	first  uint64 // first event of the segment being walked
 	frames int64
+	// unknown: the last piece stitched was a pending segment, so the
+	// tip is not known (rebuild.go, stitch).
+	unknown bool
+	// pended: some piece was pending; its consumer frames are unknown.
+	pended bool
 }
 
 // bodyFields validates and parses a frame body: its kind and sequence, and

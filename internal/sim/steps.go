@@ -414,9 +414,13 @@ var errOpen = errors.New("sim: open refused")
 func (r *run) reopen(ctx context.Context, why string) (*violation, error) {
 	r.w.inj.takeFired()
 	faults, hides := r.w.fb.Total(), r.tailHides()
+	lazy := r.w.lazyOwners
 	err, changed := r.w.open(ctx)
 	r.logf("open (%s) -> %s", why, errClass(err))
 	r.noteHiddenOpen(hides) // directed.go
+	if r.w.lazyOwners > lazy {
+		r.stats.Steps["open:lazy-hydrate"]++
+	}
 	if err != nil {
 		r.stats.Refused++
 		// An open that failed on an injected disk error is no refusal.
