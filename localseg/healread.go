@@ -85,7 +85,7 @@ func (s *Store) replaySealedRecovering(r *replay, open openSegFunc, rgs []segRan
 		}
 		s.markDamaged(ce.Segment, fmt.Sprintf("found damaged at open (%v); not healed yet", err))
 		s.log.Warn("localseg: a sealed segment is damaged on the disk; its index file stands in for it until it is healed", "dir", s.dir, "segment", ce.Segment, "err", err)
-		*r = replay{tip: s.reclaimedSeq, cons: make(map[string]uint64), idx: newIndex()}
+		*r = replay{tip: s.reclaimedSeq, cons: make(map[string]uint64), idx: newIndex(), imported: r.imported}
 	}
 }
 
