@@ -69,6 +69,22 @@ func TestLazyHydrateKeepsADeletedConsumerDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	st = open()
-	defer st.Close()
 	check("an open without the checkpoint", st)
+	st.Close()
+	// An owner's open learns the unknown firsts and rewrites evicted.json:
+	// the mark must survive it.
+	ow, err := localseg.Open(dir, localseg.Options{Remote: segSource{b}, ResolveFirsts: true})
+	if err != nil {
+		t.Fatalf("an owner's open: %v", err)
+	}
+	check("an owner's open", ow)
+	if err := ow.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "checkpoint.json")); err != nil {
+		t.Fatal(err)
+	}
+	st = open()
+	defer st.Close()
+	check("an open without the checkpoint after the firsts are resolved", st)
 }
