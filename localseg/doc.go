@@ -270,7 +270,9 @@
 // (evictimport.go: ImportEvicted, with the length, xxh64 and first event
 // the bucket's object has; ImportCheckpoint, with the tip read from the
 // newest local segment, so the open replays nothing): the hook of a lazy
-// hydrate (the first event may be 0, not known). Such a store opens
+// hydrate (the first event may be 0, not known; the entries are marked
+// imported, and their consumer frames are left to the imported checkpoint
+// by every replay: imported.go). Such a store opens
 // fetching only what the transaction window needs beyond its local
 // segments. Its index is built lazily per segment (lazyindex.go): an
 // evicted segment without a valid index file stays pending, unread, until a

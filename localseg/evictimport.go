@@ -63,7 +63,9 @@ func ImportEvicted(fsys FS, dir string, segs []EvictedSegment) error {
 		if first == 0 {
 			first = FirstUnknown // or none: the segment is not read here
 		}
-		entries = append(entries, newEvictEntry(sg.ID, sg.Size, sg.XXH64, first))
+		e := newEvictEntry(sg.ID, sg.Size, sg.XXH64, first)
+		e.Imported = true // its consumer frames are the checkpoint's (imported.go)
+		entries = append(entries, e)
 	}
 	if _, err := fsys.Stat(filepath.Join(dir, evictedName)); !errors.Is(err, fs.ErrNotExist) {
 		if err == nil {

@@ -47,7 +47,7 @@ func (s *Store) ensureIndexMode(full bool) error {
 	}
 	ix := s.segIdxFiles()
 	ix.lazy = !full
-	r := &replay{tip: s.reclaimedSeq, cons: make(map[string]uint64), idx: newIndex()}
+	r := &replay{tip: s.reclaimedSeq, cons: make(map[string]uint64), idx: newIndex(), imported: s.ev.imported()}
 	firsts := make(map[uint64]uint64, len(snap))
 	first := func(id, seq uint64) {
 		if firsts[id] == 0 {

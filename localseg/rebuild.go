@@ -225,6 +225,9 @@ func (r *replay) stitch(p *piece) error {
 		}
 	}
 	for _, c := range p.cons {
+		if r.imported[p.id] {
+			break // imported.go: the checkpoint stands for them
+		}
 		switch c.kind {
 		case KindConsumerCreate:
 			if _, ok := r.cons[c.name]; !ok {

@@ -310,7 +310,7 @@ func (s *Store) recoverSegments(ids []uint64, ck *checkpoint, ckFileLen int) err
 	default:
 		s.report.Replayed = true
 		s.replayRuns.Add(1)
-		r := &replay{tip: s.reclaimedSeq, cons: make(map[string]uint64), idx: newIndex()}
+		r := &replay{tip: s.reclaimedSeq, cons: make(map[string]uint64), idx: newIndex(), imported: s.ev.imported()}
 		sealed := s.segs[:len(s.segs)-1]
 		rgs := make([]segRange, len(sealed))
 		for i, seg := range sealed {
