@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 
@@ -64,6 +65,11 @@ type LazyReport struct {
 	FirstLocalSeq uint64 `json:"first_local_sequence"`
 	// Stats counts the metadata reads of the remote segments.
 	Stats int `json:"metadata_reads"`
+	// RangeReads counts the ranged reads of their heads (lazyfirst.go);
+	// FirstsKnown the remote segments whose first event they gave (the
+	// others stay unknown until an owner's open or a read resolves them).
+	RangeReads  int `json:"range_reads"`
+	FirstsKnown int `json:"firsts_known"`
 }
 
 // statReader is the part of a bucket a lazy hydrate needs beyond Reader.
@@ -87,6 +93,8 @@ func (h *run) lazySplit(ctx context.Context, items []*segItem, budget int64) (in
 	if !ok {
 		return 0, &errFull{"the bucket reader cannot read metadata alone"}
 	}
+	rg, _ := h.r.(blobtier.RangeGetter)
+	var reads atomic.Int64
 	for _, it := range items {
 		if it.probe {
 			return 0, &errFull{fmt.Sprintf("a hole in the segment ids before %s", it.key)}
@@ -113,6 +121,11 @@ func (h *run) lazySplit(ctx context.Context, items []*segItem, budget int64) (in
 					blobtier.ErrCorrupt, it.size, info.Meta.Length, info.Size)}
 			}
 			it.meta = info.Meta
+			if rg != nil {
+				var n int
+				it.first, n = firstEventHint(gctx, rg, it.key, it.size)
+				reads.Add(int64(n))
+			}
 			return nil
 		})
 	}
@@ -125,7 +138,7 @@ func (h *run) lazySplit(ctx context.Context, items []*segItem, budget int64) (in
 		}
 		it.evicted, it.done = true, true
 	}
-	h.lazyStats = k
+	h.lazyStats, h.lazyRanges = k, int(reads.Load())
 	return k, nil
 }
 
@@ -148,7 +161,7 @@ func (h *run) lazyCheck(items []*segItem, k int, lastSeq uint64, budget int64) (
 	if s := h.p.cursor.ShippedThrough; s < first {
 		return nil, &errFull{fmt.Sprintf("the cursor object's shipped_through %d is below the first local event %d", s, first)}
 	}
-	rep := &LazyReport{Budget: budget, FirstLocalSeq: first, Stats: h.lazyStats,
+	rep := &LazyReport{Budget: budget, FirstLocalSeq: first, Stats: h.lazyStats, RangeReads: h.lazyRanges,
 		RemoteFirstSegment: items[0].id, RemoteLastSegment: items[k-1].id}
 	for _, it := range items[:k] {
 		if end, ended := h.p.lin.End(it.meta.Epoch); ended && end < first-1 {
@@ -156,6 +169,16 @@ func (h *run) lazyCheck(items []*segItem, k int, lastSeq uint64, budget int64) (
 		}
 		rep.RemoteSegments++
 		rep.RemoteBytes += it.size
+	}
+	firsts := make([]uint64, k)
+	for i, it := range items[:k] {
+		firsts[i] = it.first
+	}
+	plausibleFirsts(firsts, h.p.mark.Seq, first)
+	for i, it := range items[:k] {
+		if it.first = firsts[i]; it.first != 0 {
+			rep.FirstsKnown++
+		}
 	}
 	return rep, nil
 }
@@ -165,7 +188,7 @@ func (h *run) lazyCheck(items []*segItem, k int, lastSeq uint64, budget int64) (
 func lazyImport(fsys localseg.FS, dir string, items []*segItem, cons map[string]uint64) error {
 	segs := make([]localseg.EvictedSegment, 0, len(items))
 	for _, it := range items {
-		segs = append(segs, localseg.EvictedSegment{ID: it.id, Size: it.size, XXH64: it.meta.XXH64})
+		segs = append(segs, localseg.EvictedSegment{ID: it.id, Size: it.size, XXH64: it.meta.XXH64, First: it.first})
 	}
 	if err := localseg.ImportEvicted(fsys, dir, segs); err != nil {
 		return fmt.Errorf("coldload: record the remote segments: %w", err)
