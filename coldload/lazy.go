@@ -17,9 +17,10 @@ import (
 // A lazy hydrate (Options.Lazy; docs/FORMAT.md §9.4) downloads only the
 // newest segment objects within Options.LocalBytes (at least one), the
 // tail objects beyond them and the cursor object, and records every older
-// segment as evicted (localseg.ImportEvicted) from its listing and its
-// metadata alone (one HEAD each: length, xxh64, epoch); their bytes stay
-// in the bucket and are read on demand, verified against that record. It
+// segment as evicted (localseg.ImportEvicted) from its listing, its
+// metadata (one HEAD each: length, xxh64, epoch) and the first event its
+// head gives (one ranged GET each, lazyfirst.go); their bytes stay in the
+// bucket and are read on demand, verified against that record. It
 // then writes the checkpoint (localseg.ImportCheckpoint), so the store's
 // first open replays nothing and its index leaves the evicted segments
 // pending until a read needs them.
@@ -37,13 +38,14 @@ import (
 // continuity (checked by the first read of each and by the full index a
 // per-execution read builds), and tail objects overlapping them (not read).
 //
-// The remote segments' event ranges stay unknown to the store until read
-// (localseg.FirstUnknown). An owner's start and GC read those ranges from
-// the store's snapshot (with them unknown the simulation found the cursor
-// object's shipped_through rebuilt lower and an adoption refused as
-// diverged: seeds 4, 109, 176), so an owner's open resolves every one
-// first (localseg Options.ResolveFirsts: one verified fetch each, the
-// firsts then recorded in evicted.json) or is refused changing nothing;
+// A remote segment whose head did not give a plausible first event stays
+// unknown to the store until read (localseg.FirstUnknown). An owner's
+// start and GC read those ranges from the store's snapshot (with them
+// unknown the simulation found the cursor object's shipped_through
+// rebuilt lower and an adoption refused as diverged: seeds 4, 109, 176),
+// so an owner's open resolves every unknown one first (localseg
+// Options.ResolveFirsts: one verified fetch each, the firsts then
+// recorded in evicted.json) or is refused changing nothing;
 // the engine's Open of an empty directory with LocalRetentionBytes
 // hydrates lazily again on that basis.
 
