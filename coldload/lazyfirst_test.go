@@ -154,3 +154,32 @@ func TestLazyHydrateBadRangedReadLeavesFirstUnknown(t *testing.T) {
 		})
 	}
 }
+
+// TestLazyHydrateDropsFirstsOutOfOrder: the heads of segments 1 and 2 give
+// firsts out of order (11, then 1: a bucket a full restore would refuse):
+// neither is trusted, both stay unknown, the hydrate still succeeds, and
+// the owner's open, fetching both, refuses them as corrupt, changing
+// nothing.
+func TestLazyHydrateDropsFirstsOutOfOrder(t *testing.T) {
+	b, _ := memBucket(t)
+	put(t, b, blobtier.SegmentKey(0, 1), frames(t, evFrames(11, 20, plain)...))
+	put(t, b, blobtier.SegmentKey(0, 2), frames(t, evFrames(1, 10, plain)...))
+	last := frames(t, evFrames(21, 30, plain)...)
+	put(t, b, blobtier.SegmentKey(0, 3), last)
+	putCursor(t, b, 0, tailbatch.Cursor{V: 1, ShippedThrough: 30, Consumers: map[string]uint64{}})
+	dir, rep := mustHydrate(t, b, 0, coldload.Options{Lazy: true, LocalBytes: int64(len(last))})
+	if rep.Lazy == nil || rep.Lazy.RemoteSegments != 2 || rep.Lazy.FirstsKnown != 0 {
+		t.Fatalf("lazy hydrate: %+v", rep.Lazy)
+	}
+	if got := recordedFirsts(t, dir); got[1] != localseg.FirstUnknown || got[2] != localseg.FirstUnknown {
+		t.Fatalf("evicted.json firsts %v, want both unknown", got)
+	}
+	src := &fetchCounter{b: b}
+	if st, err := localseg.Open(dir, localseg.Options{Remote: src, ResolveFirsts: true, TransactionWindow: -1}); err == nil {
+		st.Close()
+		t.Fatal("the owner's open accepted segments whose events run backwards")
+	}
+	if got := recordedFirsts(t, dir); got[1] != localseg.FirstUnknown || got[2] != localseg.FirstUnknown || src.n.Load() != 2 {
+		t.Fatalf("after the refused open, evicted.json firsts %v (%d fetches)", got, src.n.Load())
+	}
+}
