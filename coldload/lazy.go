@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 
@@ -16,9 +17,10 @@ import (
 // A lazy hydrate (Options.Lazy; docs/FORMAT.md §9.4) downloads only the
 // newest segment objects within Options.LocalBytes (at least one), the
 // tail objects beyond them and the cursor object, and records every older
-// segment as evicted (localseg.ImportEvicted) from its listing and its
-// metadata alone (one HEAD each: length, xxh64, epoch); their bytes stay
-// in the bucket and are read on demand, verified against that record. It
+// segment as evicted (localseg.ImportEvicted) from its listing, its
+// metadata (one HEAD each: length, xxh64, epoch) and the first event its
+// head gives (one ranged GET each, lazyfirst.go); their bytes stay in the
+// bucket and are read on demand, verified against that record. It
 // then writes the checkpoint (localseg.ImportCheckpoint), so the store's
 // first open replays nothing and its index leaves the evicted segments
 // pending until a read needs them.
@@ -36,13 +38,14 @@ import (
 // continuity (checked by the first read of each and by the full index a
 // per-execution read builds), and tail objects overlapping them (not read).
 //
-// The remote segments' event ranges stay unknown to the store until read
-// (localseg.FirstUnknown). An owner's start and GC read those ranges from
-// the store's snapshot (with them unknown the simulation found the cursor
-// object's shipped_through rebuilt lower and an adoption refused as
-// diverged: seeds 4, 109, 176), so an owner's open resolves every one
-// first (localseg Options.ResolveFirsts: one verified fetch each, the
-// firsts then recorded in evicted.json) or is refused changing nothing;
+// A remote segment whose head did not give a plausible first event stays
+// unknown to the store until read (localseg.FirstUnknown). An owner's
+// start and GC read those ranges from the store's snapshot (with them
+// unknown the simulation found the cursor object's shipped_through
+// rebuilt lower and an adoption refused as diverged: seeds 4, 109, 176),
+// so an owner's open resolves every unknown one first (localseg
+// Options.ResolveFirsts: one verified fetch each, the firsts then
+// recorded in evicted.json) or is refused changing nothing;
 // the engine's Open of an empty directory with LocalRetentionBytes
 // hydrates lazily again on that basis.
 
@@ -64,6 +67,11 @@ type LazyReport struct {
 	FirstLocalSeq uint64 `json:"first_local_sequence"`
 	// Stats counts the metadata reads of the remote segments.
 	Stats int `json:"metadata_reads"`
+	// RangeReads counts the ranged reads of their heads (lazyfirst.go);
+	// FirstsKnown the remote segments whose first event they gave (the
+	// others stay unknown until an owner's open or a read resolves them).
+	RangeReads  int `json:"range_reads"`
+	FirstsKnown int `json:"firsts_known"`
 }
 
 // statReader is the part of a bucket a lazy hydrate needs beyond Reader.
@@ -87,6 +95,8 @@ func (h *run) lazySplit(ctx context.Context, items []*segItem, budget int64) (in
 	if !ok {
 		return 0, &errFull{"the bucket reader cannot read metadata alone"}
 	}
+	rg, _ := h.r.(blobtier.RangeGetter)
+	var reads atomic.Int64
 	for _, it := range items {
 		if it.probe {
 			return 0, &errFull{fmt.Sprintf("a hole in the segment ids before %s", it.key)}
@@ -113,6 +123,11 @@ func (h *run) lazySplit(ctx context.Context, items []*segItem, budget int64) (in
 					blobtier.ErrCorrupt, it.size, info.Meta.Length, info.Size)}
 			}
 			it.meta = info.Meta
+			if rg != nil {
+				var n int
+				it.first, n = firstEventHint(gctx, rg, it.key, it.size)
+				reads.Add(int64(n))
+			}
 			return nil
 		})
 	}
@@ -125,7 +140,7 @@ func (h *run) lazySplit(ctx context.Context, items []*segItem, budget int64) (in
 		}
 		it.evicted, it.done = true, true
 	}
-	h.lazyStats = k
+	h.lazyStats, h.lazyRanges = k, int(reads.Load())
 	return k, nil
 }
 
@@ -148,7 +163,7 @@ func (h *run) lazyCheck(items []*segItem, k int, lastSeq uint64, budget int64) (
 	if s := h.p.cursor.ShippedThrough; s < first {
 		return nil, &errFull{fmt.Sprintf("the cursor object's shipped_through %d is below the first local event %d", s, first)}
 	}
-	rep := &LazyReport{Budget: budget, FirstLocalSeq: first, Stats: h.lazyStats,
+	rep := &LazyReport{Budget: budget, FirstLocalSeq: first, Stats: h.lazyStats, RangeReads: h.lazyRanges,
 		RemoteFirstSegment: items[0].id, RemoteLastSegment: items[k-1].id}
 	for _, it := range items[:k] {
 		if end, ended := h.p.lin.End(it.meta.Epoch); ended && end < first-1 {
@@ -156,6 +171,16 @@ func (h *run) lazyCheck(items []*segItem, k int, lastSeq uint64, budget int64) (
 		}
 		rep.RemoteSegments++
 		rep.RemoteBytes += it.size
+	}
+	firsts := make([]uint64, k)
+	for i, it := range items[:k] {
+		firsts[i] = it.first
+	}
+	plausibleFirsts(firsts, h.p.mark.Seq, first)
+	for i, it := range items[:k] {
+		if it.first = firsts[i]; it.first != 0 {
+			rep.FirstsKnown++
+		}
 	}
 	return rep, nil
 }
@@ -165,7 +190,7 @@ func (h *run) lazyCheck(items []*segItem, k int, lastSeq uint64, budget int64) (
 func lazyImport(fsys localseg.FS, dir string, items []*segItem, cons map[string]uint64) error {
 	segs := make([]localseg.EvictedSegment, 0, len(items))
 	for _, it := range items {
-		segs = append(segs, localseg.EvictedSegment{ID: it.id, Size: it.size, XXH64: it.meta.XXH64})
+		segs = append(segs, localseg.EvictedSegment{ID: it.id, Size: it.size, XXH64: it.meta.XXH64, First: it.first})
 	}
 	if err := localseg.ImportEvicted(fsys, dir, segs); err != nil {
 		return fmt.Errorf("coldload: record the remote segments: %w", err)

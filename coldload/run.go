@@ -75,8 +75,9 @@ type run struct {
 	cons *consumerTracker
 	// consFinal is the restored store's consumers (a lazy hydrate's
 	// checkpoint); lazyStats the metadata reads of its remote segments.
-	consFinal map[string]uint64
-	lazyStats int
+	consFinal  map[string]uint64
+	lazyStats  int
+	lazyRanges int // and the ranged reads of their heads (lazyfirst.go)
 
 	// cancel aborts the whole pass (Hydrate only) after a fatal error.
 	cancel context.CancelFunc

@@ -32,6 +32,7 @@ type segItem struct {
 	// its metadata, read alone.
 	evicted bool
 	meta    blobtier.Meta
+	first   uint64 // an evicted one's first event as its head says (lazyfirst.go); 0: unknown
 }
 
 // segmentItems chooses what the segment phase reads. Hydrate reads the run

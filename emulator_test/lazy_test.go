@@ -21,8 +21,9 @@ import (
 // takeover reads O(budget) of them, not O(history)).
 type getCounter struct {
 	blobtier.Bucket
-	mu   sync.Mutex
-	segs map[string]int
+	mu     sync.Mutex
+	segs   map[string]int
+	ranges int
 }
 
 func (g *getCounter) Get(ctx context.Context, key string) ([]byte, blobtier.Meta, error) {
@@ -32,6 +33,15 @@ func (g *getCounter) Get(ctx context.Context, key string) ([]byte, blobtier.Meta
 		g.mu.Unlock()
 	}
 	return g.Bucket.Get(ctx, key)
+}
+
+// GetRange forwards a ranged read (a lazy hydrate reads the heads of the
+// remote segments) and counts it apart: it is not a segment fetch.
+func (g *getCounter) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	g.mu.Lock()
+	g.ranges++
+	g.mu.Unlock()
+	return g.Bucket.GetRange(ctx, key, off, n)
 }
 
 // evictedFetched counts the GETs of the segments imp names.

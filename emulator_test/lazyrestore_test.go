@@ -44,13 +44,14 @@ func TestLazyTakeoverAppendsAtOnce(t *testing.T) {
 	if rep.SegmentBytes > evictBudget+evictSegMax || rep.Segments+lz.RemoteSegments != all {
 		t.Fatalf("%d segments (%d bytes) local and %d remote of %d", rep.Segments, rep.SegmentBytes, lz.RemoteSegments, all)
 	}
-	// The hydrate's downloads, and the owner's open: it reads each remote
-	// segment once to learn its first event (localseg
-	// Options.ResolveFirsts), nothing more.
+	// The hydrate's downloads, and the owner's open: the restore learned
+	// every remote segment's first event from a ranged read of its head
+	// (coldload lazyfirst.go), so the open fetches no remote segment.
 	remote := func() int { return g.between(lz.RemoteFirstSegment, lz.RemoteLastSegment) }
 	atOpen := remote()
-	if n := g.count(); n > rep.Segments+lz.RemoteSegments || atOpen != lz.RemoteSegments {
-		t.Fatalf("the lazy takeover fetched %d segment objects (%d remote); %d are local, %d remote", n, atOpen, rep.Segments, lz.RemoteSegments)
+	if n := g.count(); n > rep.Segments || atOpen != 0 || lz.FirstsKnown != lz.RemoteSegments || g.ranges < lz.RemoteSegments {
+		t.Fatalf("the lazy takeover fetched %d segment objects (%d remote, %d ranged reads, %d firsts known); %d are local, %d remote",
+			n, atOpen, g.ranges, lz.FirstsKnown, rep.Segments, lz.RemoteSegments)
 	}
 	ctx := ctxT(t)
 	c0, _, err := tailbatch.ReadCursor(ctx, v.b, 0)

@@ -282,7 +282,8 @@
 // pending the index build checks the consumers and (when no event follows
 // them) the tip only against the checkpoint's word; the full build checks
 // them against every frame. A lazy hydrate records its remote segments with
-// the first event not known (FirstUnknown, evicted.json first 2^64−1): the
+// the first event their heads gave it, or not known (FirstUnknown,
+// evicted.json first 2^64−1) where they did not: the
 // store reports such a segment as holding no event until a read resolves
 // it, and refuses (ErrInvalidState, before any change) a reclaim whose end
 // falls right before one, whose last event it could not know. A writable

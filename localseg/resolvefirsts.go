@@ -13,8 +13,9 @@ const resolveFetches = 8
 
 // An owner's open of a lazily hydrated store (Options.ResolveFirsts).
 //
-// A lazy hydrate records the older segments as evicted with the first
-// event not known (FirstUnknown): the store reports them empty until a
+// A lazy hydrate records the older segments as evicted, with the first
+// event their heads gave it, or, when they did not, with the first event
+// not known (FirstUnknown): the store reports those empty until a
 // read resolves them (lazyindex.go). A reader copes; an owner does not:
 // its start (the cursor object's shipped_through, the bucket's watermark)
 // and GC read every segment's event range from the snapshot, and an

@@ -82,7 +82,8 @@ Output (report fields):
   lineage                the chain followed: {"epochs","cuts","off_chain","highest_start_segment"}
   highest_segment_id     the highest segment id the bucket listed (bucket ids; next_segment counts restored ids)
   lazy                   --lazy only: {"budget_bytes","full_because","remote_segments","remote_bytes",
-                         "remote_first_segment","remote_last_segment","first_local_sequence","metadata_reads"}`
+                         "remote_first_segment","remote_last_segment","first_local_sequence","metadata_reads",
+                         "range_reads","firsts_known"}`
 
 func runRestore(c *cli, args []string) int {
 	s := newOneShard("restore", "--bucket URL --dir PATH [--shard N | --all-shards] [--if-not-exists] [--allow-partial] [--allow-empty] [--allow-watermark-ahead] [--lazy --local-retention-bytes N]", restoreAbout)

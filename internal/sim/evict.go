@@ -90,6 +90,8 @@ func (r *run) restoreVariant(ctx context.Context) (restored, error) {
 		r.logf("  (lazy restore not possible: %s)", lz.FullBecause)
 	default:
 		r.stats.Steps["restore-lazy:remote"]++
+		r.stats.Steps["restore-lazy:firsts-known"] += lz.FirstsKnown // from the heads' ranged reads
+		r.stats.Steps["restore-lazy:firsts-unknown"] += lz.RemoteSegments - lz.FirstsKnown
 		r.logf("  (lazy restore: %d segments remote, events below %d read from the bucket)", lz.RemoteSegments, lz.FirstLocalSeq)
 	}
 	return got, err

@@ -262,6 +262,12 @@ func (r *run) bucketRule() faultbucket.Rule {
 		case faultbucket.Hide:
 			rule.Op, rule.Times, rule.Listings = faultbucket.OpList, 0, 1+r.rng.IntN(3)
 		}
+		if rule.Op == faultbucket.OpRead && rule.Key == "noetl.ehdb.seg.*" && rule.Times == 3 {
+			// A third of the segment read rules hit only the ranged reads
+			// of a lazy hydrate (the heads giving first events), derived
+			// without a draw so every seed keeps its schedule.
+			rule.Op = faultbucket.OpRangeRead
+		}
 		return rule
 	}
 }
