@@ -102,7 +102,7 @@ func (l *Log) open(ctx context.Context) error {
 	// disk from the bucket, so the store opens over what the bucket holds.
 	if l.bucket != nil && !o.ReadOnly {
 		hydrate := func(ctx context.Context, dir string) (coldload.Report, error) {
-			return coldload.Hydrate(ctx, l.bucket, uint32(o.ShardIndex), dir, coldload.Options{AllowEmpty: true, Store: localseg.Options{FS: o.FS, SegmentMaxBytes: o.SegmentMaxBytes}})
+			return coldload.Hydrate(ctx, l.bucket, uint32(o.ShardIndex), dir, coldload.Options{AllowEmpty: true, Lazy: o.LocalRetentionBytes > 0, LocalBytes: o.LocalRetentionBytes, Store: localseg.Options{FS: o.FS, SegmentMaxBytes: o.SegmentMaxBytes}})
 		}
 		// A failed bucket request is retried for up to StartupTimeout; a
 		// takeover cut short resumes from owner.json without a new claim.

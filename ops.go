@@ -59,6 +59,7 @@ type RestoreOptions struct {
 	Concurrency         int
 	Progress            func(RestoreProgress)
 	FS                  FS
+	LazyBytes           int64 // > 0: a lazy restore keeping the newest segments within it local (coldload.Options.Lazy)
 }
 
 // Restore rebuilds one shard from the bucket alone into an empty directory
@@ -80,7 +81,7 @@ func Restore(ctx context.Context, o RestoreOptions) (RestoreReport, error) {
 		AllowEmpty:          o.AllowEmpty,
 		AllowWatermarkAhead: o.AllowWatermarkAhead,
 		Progress:            o.Progress,
-		Store:               localseg.Options{FS: o.FS},
+		Store:               localseg.Options{FS: o.FS}, Lazy: o.LazyBytes > 0, LocalBytes: o.LazyBytes,
 	})
 }
 

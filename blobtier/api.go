@@ -105,6 +105,8 @@ type Bucket interface {
 	// but fails verification (ErrCorrupt), the token is returned with the
 	// error, so its single owner can replace it by compare-and-swap.
 	GetVersioned(ctx context.Context, key string) ([]byte, Version, error)
+	// GetRange reads part of an object, unverified (RangeGetter, getrange.go).
+	GetRange(ctx context.Context, key string, off, n int64) ([]byte, error)
 	// CompareAndSwap writes key only if its version is still expect (""
 	// means it must not exist). A lost race is ErrPrecondition; a bucket
 	// without conditional writes returns ErrUnsupported.

@@ -55,7 +55,7 @@ func ResultOf(err error) Result {
 // requested reports whether a call that returned err reached the bucket.
 func requested(err error) bool {
 	return !(errors.Is(err, ErrTooLarge) || errors.Is(err, ErrBadKey) ||
-		errors.Is(err, ErrUnsupported) || errors.Is(err, ErrClosed) || errors.Is(err, errNilBucket))
+		errors.Is(err, ErrUnsupported) || errors.Is(err, ErrBadRange) || errors.Is(err, ErrClosed) || errors.Is(err, errNilBucket))
 }
 
 func (w *observed) report(op Op, err error, up, down int64, start time.Time) {

@@ -109,6 +109,13 @@
 //     unless AllowPartial).
 //  8. Fsync the directory once and rename it into place.
 //
+// A lazy hydrate (Options.Lazy, docs/FORMAT.md §9.4; lazy.go) downloads in
+// step 4 only the newest segments within Options.LocalBytes and records the
+// older ones as evicted from their metadata and the first event of each
+// that a ranged read of its head gives (a hint, checked for plausibility,
+// else left unknown: lazyfirst.go); the engine's Open does not use
+// it (it hydrates an empty directory in full): `restore --lazy` does.
+//
 // Steps 6 and 7 append to a side store, not to the restored directory:
 // opening a directory without a checkpoint replays every segment, which
 // would be a second pass over every frame just verified and cost as much

@@ -59,6 +59,7 @@ func Hydrate(ctx context.Context, b Reader, shard uint32, dir string, opts Optio
 	}
 
 	tmp := filepath.Join(parent, "."+base+".hydrating")
+	fullBecause := ""
 	for attempt := 1; ; attempt++ {
 		// A leftover is a restore that crashed or failed: its contents are
 		// never trusted, only removed.
@@ -74,6 +75,11 @@ func Hydrate(ctx context.Context, b Reader, shard uint32, dir string, opts Optio
 		rep.Seconds = opts.Now().Sub(start).Seconds()
 		if err == nil {
 			break
+		}
+		if why, ok := asFull(err); ok && opts.Lazy {
+			opts.Logger.Info("coldload: a lazy hydrate is not possible here; downloading everything", "shard", shard, "reason", why)
+			opts.Lazy, fullBecause = false, why
+			continue
 		}
 		if attempt < opts.MaxAttempts && p != nil && retriable(err) && ctx.Err() == nil {
 			if q, qerr := makePlan(ctx, b, shard); qerr == nil && !p.same(q) {
@@ -106,6 +112,9 @@ func Hydrate(ctx context.Context, b Reader, shard uint32, dir string, opts Optio
 		}
 	}
 	rep.Seconds = opts.Now().Sub(start).Seconds()
+	if fullBecause != "" {
+		rep.Lazy = &LazyReport{Budget: opts.LocalBytes, FullBecause: fullBecause}
+	}
 	return rep, nil
 }
 
@@ -187,7 +196,16 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 	for _, t := range p.tails {
 		total += t.size
 	}
-	h.prog.setTotal(len(items)+len(p.tails), total)
+	lazyK := 0
+	if opts.Lazy {
+		if lazyK, err = h.lazySplit(ctx, items, opts.LocalBytes); err != nil {
+			return rep, p, err
+		}
+		for _, it := range items[:lazyK] {
+			total -= it.size
+		}
+	}
+	h.prog.setTotal(len(items)+len(p.tails)-lazyK, total)
 	phase := opts.Now()
 	h.fetchSegments(ctx, items)
 	opts.Logger.Debug("coldload: segments read", "shard", shard, "segments", len(items), "took", opts.Now().Sub(phase))
@@ -211,7 +229,12 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 			}
 		}
 	}
-	for _, it := range items[:pre.n] {
+	if lazyK > 0 {
+		if rep.Lazy, err = h.lazyCheck(items, lazyK, pre.lastSeq, opts.LocalBytes); err != nil {
+			return rep, p, err
+		}
+	}
+	for _, it := range items[lazyK:pre.n] {
 		rep.Segments++
 		rep.SegmentBytes += it.size
 	}
@@ -316,6 +339,7 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 	}
 	if h.cons != nil && tip > 0 {
 		cp := planConsumers(h.cons, p.cursor.Consumers, p.cursor.Deleted, tip)
+		h.consFinal = consumersAfter(h.cons, cp.frames)
 		rep.ClampedCursors, rep.Consumers, rep.ConsumersDeleted = cp.clamped, cp.count, cp.deleted
 		if len(cp.frames) > 0 {
 			s, err := open()
@@ -359,6 +383,11 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 			return rep, p, fmt.Errorf("coldload: close the append store: %w", err)
 		}
 		if err := adoptSegments(fsys, sideFS.wasSynced, side, tmp, rep.NextSegment); err != nil {
+			return rep, p, err
+		}
+	}
+	if lazyK > 0 {
+		if err := lazyImport(fsys, tmp, items[:lazyK], h.consFinal); err != nil {
 			return rep, p, err
 		}
 	}

@@ -49,8 +49,13 @@ type Options struct {
 	// it read): default 3. A hole that is still there when nothing changed
 	// is reported at once.
 	MaxAttempts int
-	Logger      *slog.Logger
-	Now         func() time.Time
+	// Lazy downloads only the newest segment objects within LocalBytes
+	// (at least one) and leaves the older ones in the bucket, recorded as
+	// evicted (lazy.go); Report.Lazy says what stays remote.
+	Lazy       bool
+	LocalBytes int64
+	Logger     *slog.Logger
+	Now        func() time.Time
 }
 
 func (o Options) withDefaults() Options {
@@ -144,5 +149,7 @@ type Report struct {
 	Short    *ShortError `json:"short,omitempty"`
 	Empty    bool        `json:"empty"`
 	Attempts int         `json:"attempts"`
-	Fenced               // zombie_objects and the lineage followed (lineage.go)
+	// Lazy is set by a lazy hydrate (Options.Lazy).
+	Lazy   *LazyReport `json:"lazy,omitempty"`
+	Fenced             // zombie_objects and the lineage followed (lineage.go)
 }

@@ -73,6 +73,11 @@ type run struct {
 	// the restored consumer frames around the cursor object's
 	// shipped_through (see consumers.go).
 	cons *consumerTracker
+	// consFinal is the restored store's consumers (a lazy hydrate's
+	// checkpoint); lazyStats the metadata reads of its remote segments.
+	consFinal  map[string]uint64
+	lazyStats  int
+	lazyRanges int // and the ranged reads of their heads (lazyfirst.go)
 
 	// cancel aborts the whole pass (Hydrate only) after a fatal error.
 	cancel context.CancelFunc

@@ -28,6 +28,11 @@ type segItem struct {
 	cons    *segConsumers // its consumer frames (Hydrate with a cursor object)
 	err     error
 	written bool
+	// evicted: a lazy hydrate leaves it in the bucket (lazy.go); meta is
+	// its metadata, read alone.
+	evicted bool
+	meta    blobtier.Meta
+	first   uint64 // an evicted one's first event as its head says (lazyfirst.go); 0: unknown
 }
 
 // segmentItems chooses what the segment phase reads. Hydrate reads the run
@@ -73,7 +78,9 @@ func (h *run) fetchSegments(ctx context.Context, items []*segItem) {
 			if ctx.Err() != nil || (!h.collect && int64(i) > chk.stop.Load()) {
 				return nil
 			}
-			h.fetchSegment(ctx, it, bufs)
+			if !it.evicted {
+				h.fetchSegment(ctx, it, bufs)
+			}
 			if !h.collect {
 				chk.finished(i)
 			} else {
@@ -206,6 +213,7 @@ type orderChecker struct {
 	prevID    uint64
 	expectSeq uint64
 	stop      atomic.Int64
+	unknown   bool // evicted items passed: the next event only lies above
 }
 
 func (c *orderChecker) finished(i int) {
@@ -215,11 +223,12 @@ func (c *orderChecker) finished(i int) {
 	for c.next < len(c.items) && c.items[c.next].done {
 		it := c.items[c.next]
 		bad := it.err != nil || !c.p.follows(c.prevID, it.id) ||
-			(it.sum.Events > 0 && it.sum.FirstSeq != c.expectSeq)
+			(it.sum.Events > 0 && it.sum.FirstSeq != c.expectSeq && !(c.unknown && it.sum.FirstSeq > c.expectSeq))
 		if bad {
 			c.lower(int64(c.next))
 			return
 		}
+		c.unknown = it.evicted || (c.unknown && it.sum.Events == 0)
 		if it.sum.Events > 0 {
 			c.expectSeq = it.sum.LastSeq + 1
 		}
@@ -251,6 +260,7 @@ type prefixResult struct {
 func (h *run) walkPrefix(ctx context.Context, items []*segItem) (prefixResult, error) {
 	expectID, expectSeq := h.p.mark.Segment+1, h.p.mark.Seq+1
 	prevKey := ""
+	unknown := false // evicted items passed (lazy.go): their events are not known
 	for i, it := range items {
 		if !h.p.follows(expectID-1, it.id) {
 			g := &GapError{Shard: h.p.shard, FromSegment: expectID, ToSegment: it.id - 1,
@@ -269,6 +279,13 @@ func (h *run) walkPrefix(ctx context.Context, items []*segItem) (prefixResult, e
 		}
 		if it.err != nil {
 			return prefixResult{}, it.err
+		}
+		if it.evicted {
+			unknown, expectID, prevKey = true, it.id+1, it.key
+			continue
+		}
+		if it.sum.Events > 0 && unknown && it.sum.FirstSeq > expectSeq {
+			expectSeq, unknown = it.sum.FirstSeq, false
 		}
 		if it.sum.Events > 0 {
 			if it.sum.FirstSeq < expectSeq {

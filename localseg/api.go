@@ -228,6 +228,13 @@ type Options struct {
 	// DefaultRemoteCacheBytes).
 	Remote           RemoteSource
 	RemoteCacheBytes int64
+	// ResolveFirsts makes a writable open read, before it changes a
+	// byte, every evicted segment a lazy hydrate recorded with its first
+	// event not known (FirstUnknown) and record its real first event in
+	// evicted.json, or refuse (ErrRemoteRead) when the bucket cannot
+	// serve one (resolvefirsts.go). An owner needs it: its start and GC
+	// read every segment's event range from the snapshot.
+	ResolveFirsts bool
 }
 
 // ShardPair names shard Index of a pool of Count.

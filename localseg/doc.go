@@ -266,8 +266,32 @@
 // (ErrPoisoned wrapping ErrRemoteRead) until a reopen finds the bucket
 // answering: a window missing those ids would write a retry twice.
 //
-// Not built yet (later sessions): a lazy hydrate (a new owner fetches only
-// the newest segments within the budget), derived index objects in the
+// A store being built can record segments it never held as evicted
+// (evictimport.go: ImportEvicted, with the length, xxh64 and first event
+// the bucket's object has; ImportCheckpoint, with the tip read from the
+// newest local segment, so the open replays nothing): the hook of a lazy
+// hydrate (the first event may be 0, not known; the entries are marked
+// imported, and their consumer frames are left to the imported checkpoint
+// by every replay: imported.go). Such a store opens
+// fetching only what the transaction window needs beyond its local
+// segments. Its index is built lazily per segment (lazyindex.go): an
+// evicted segment without a valid index file stays pending, unread, until a
+// read by sequence needs it (O(log n) fetches to find a sequence deep in
+// the history); a per-execution read builds the index in full, fetching
+// each pending segment once and writing its index file. While segments are
+// pending the index build checks the consumers and (when no event follows
+// them) the tip only against the checkpoint's word; the full build checks
+// them against every frame. A lazy hydrate records its remote segments with
+// the first event their heads gave it, or not known (FirstUnknown,
+// evicted.json first 2^64−1) where they did not: the
+// store reports such a segment as holding no event until a read resolves
+// it, and refuses (ErrInvalidState, before any change) a reclaim whose end
+// falls right before one, whose last event it could not know. A writable
+// open with Options.ResolveFirsts (the engine's owner) resolves every one
+// before recovery changes a byte, or is refused with ErrRemoteRead
+// (resolvefirsts.go).
+//
+// Not built yet (later sessions): derived index objects in the
 // bucket for a machine that never had the segment, ranged GETs (whole
 // segments are fetched), paging out evicted segments' index entries, and
 // self-healing a corrupt local segment from its bucket copy; the benches.

@@ -13,9 +13,10 @@ import (
 // fsync, rename, directory fsync) before any segment it names is
 // unlinked, and trusted: a record that does not parse is corruption.
 //
-//	{"segments":[{"id":N,"size":N,"xxh64":"<016x>","first":N},…]}
+//	{"segments":[{"id":N,"size":N,"xxh64":"<016x>","first":N[,"imported":true]},…]}
 //
-// first is the segment's first event (0: it holds none). Entries at or
+// first is the segment's first event (0: it holds none); imported marks a
+// segment a lazy hydrate recorded (docs/FORMAT.md §3.11, imported.go). Entries at or
 // below reclaim.json are stale (a reclaim went past them) and ignored.
 const evictedName = "evicted.json"
 
@@ -26,6 +27,10 @@ type evictEntry struct {
 	Size  int64  `json:"size"`
 	XXH64 string `json:"xxh64"`
 	First uint64 `json:"first"`
+	// Imported: a lazy hydrate recorded the segment (ImportEvicted), and
+	// the consumer state it imported stands for its consumer frames
+	// (imported.go).
+	Imported bool `json:"imported,omitempty"`
 
 	digest uint64
 }
@@ -48,10 +53,11 @@ func readEvictRecord(fsys FS, dir string) ([]evictEntry, error) {
 func parseEvictRecord(b []byte) ([]evictEntry, error) {
 	var raw struct {
 		Segments []struct {
-			ID    *uint64 `json:"id"`
-			Size  *int64  `json:"size"`
-			XXH64 *string `json:"xxh64"`
-			First *uint64 `json:"first"`
+			ID       *uint64 `json:"id"`
+			Size     *int64  `json:"size"`
+			XXH64    *string `json:"xxh64"`
+			First    *uint64 `json:"first"`
+			Imported bool    `json:"imported"`
 		} `json:"segments"`
 	}
 	if err := json.Unmarshal(b, &raw); err != nil {
@@ -72,7 +78,7 @@ func parseEvictRecord(b []byte) ([]evictEntry, error) {
 		if *r.ID == 0 || *r.Size <= 0 || (len(out) > 0 && *r.ID <= out[len(out)-1].ID) {
 			return nil, fmt.Errorf("%w: %s: segment %d: bad id or size", ErrCorrupt, evictedName, *r.ID)
 		}
-		out = append(out, evictEntry{ID: *r.ID, Size: *r.Size, XXH64: *r.XXH64, First: *r.First, digest: d})
+		out = append(out, evictEntry{ID: *r.ID, Size: *r.Size, XXH64: *r.XXH64, First: *r.First, Imported: r.Imported, digest: d})
 	}
 	return out, nil
 }

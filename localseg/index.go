@@ -140,6 +140,12 @@ type index struct {
 	segs   []segIndex
 	execs  map[string]*execList
 	events uint64
+	// pending are the evicted segments a lazy build left unread, ascending
+	// (lazyindex.go): none of their events is in segs or execs yet.
+	pending []uint64
+	// partial: the build left segments pending, so execs lacks their
+	// events (also once they are resolved); a full build replaces it.
+	partial bool
 }
 
 func newIndex() *index { return &index{execs: make(map[string]*execList)} }
@@ -254,6 +260,9 @@ func (x *index) trim(seg, base uint64) {
 		k++
 	}
 	x.segs = append([]segIndex(nil), x.segs[k:]...)
+	for len(x.pending) > 0 && x.pending[0] <= seg {
+		x.pending = x.pending[1:]
+	}
 	for name, l := range x.execs {
 		switch {
 		case l.last <= base:

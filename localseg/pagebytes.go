@@ -37,6 +37,9 @@ func (s *Store) ScanBytes(after uint64, limit int, maxBytes int64) (p Page, cut 
 	if err := s.ensureIndex(); err != nil {
 		return Page{}, false, err
 	}
+	if err := s.resolveRun(after, uint64(limit)); err != nil {
+		return Page{}, false, err
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -74,7 +77,7 @@ func (s *Store) ReadExecutionBytes(executionID string, after uint64, limit int, 
 	if limit < 0 {
 		return Page{}, false, fmt.Errorf("%w: negative limit %d", ErrInvalidInput, limit)
 	}
-	if err := s.ensureIndex(); err != nil {
+	if err := s.ensureIndexFull(); err != nil {
 		return Page{}, false, err
 	}
 	s.mu.Lock()

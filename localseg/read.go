@@ -12,19 +12,21 @@ import (
 	"github.com/bucketlog/bucketlog/frame"
 )
 
-// ensureIndex builds the read index if it is not built yet. After an O(1)
+// ensureIndexMode builds the read index if it is not built yet. After an O(1)
 // open (trusted checkpoint) this is where the full replay runs, with every
 // CRC and the gapless sequence checked, so a corrupt frame is an error at
 // the first read. The replay reads without s.mu (appends continue); the
 // frames that became durable meanwhile are read under s.mu at the end.
-func (s *Store) ensureIndex() error {
+// Unless full, it leaves evicted segments without an index file pending
+// (lazyindex.go).
+func (s *Store) ensureIndexMode(full bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for {
 		switch {
 		case s.closed:
 			return ErrClosed
-		case s.idx != nil:
+		case s.idx != nil && (!full || !s.idx.partial):
 			return nil
 		case s.idxErr != nil:
 			return s.idxErr
@@ -44,7 +46,8 @@ func (s *Store) ensureIndex() error {
 		snap[i] = segRange{id: seg.id, to: seg.size, sealed: seg.sealed}
 	}
 	ix := s.segIdxFiles()
-	r := &replay{tip: s.reclaimedSeq, cons: make(map[string]uint64), idx: newIndex()}
+	ix.lazy = !full
+	r := &replay{tip: s.reclaimedSeq, cons: make(map[string]uint64), idx: newIndex(), imported: s.ev.imported()}
 	firsts := make(map[uint64]uint64, len(snap))
 	first := func(id, seq uint64) {
 		if firsts[id] == 0 {
@@ -70,7 +73,9 @@ func (s *Store) ensureIndex() error {
 		}
 		err = r.replayRanges(s.openReader, nil, more, first)
 	}
-	if err == nil && (r.tip != s.tip || !maps.Equal(r.cons, s.cons)) {
+	// A pending segment's consumer frames (and, when no event follows it,
+	// the tip) are unknown to this replay: the full one checks them.
+	if err == nil && ((!r.unknown && r.tip != s.tip) || (!r.pended && !maps.Equal(r.cons, s.cons))) {
 		err = fmt.Errorf("%w: the segments replay to tip %d and %d consumers, the checkpoint said tip %d and %d consumers (delete checkpoint.json to recover from the segments)",
 			ErrCorrupt, r.tip, len(r.cons), s.tip, len(s.cons))
 	}
@@ -82,8 +87,8 @@ func (s *Store) ensureIndex() error {
 		return err
 	}
 	for _, seg := range s.segs {
-		if !seg.known {
-			seg.first, seg.known = firsts[seg.id], true
+		if !seg.known || (seg.guess && full) { // a pending segment's first is still unknown
+			seg.first, seg.known, seg.guess = firsts[seg.id], true, false
 		}
 	}
 	s.idx = r.idx
@@ -327,6 +332,9 @@ func (s *Store) Scan(after uint64, limit int) (Page, error) {
 	if err := s.ensureIndex(); err != nil {
 		return Page{}, err
 	}
+	if err := s.resolveRun(after, uint64(limit)); err != nil {
+		return Page{}, err
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -359,6 +367,9 @@ func (s *Store) readAfter(cursor uint64, limit int) ([]Record, uint64, error) {
 	if err := s.ensureIndex(); err != nil {
 		return nil, 0, err
 	}
+	if err := s.resolveRun(cursor, uint64(max(limit, 0))); err != nil {
+		return nil, 0, err
+	}
 	s.mu.Lock()
 	from := max(cursor, s.reclaimedSeq)
 	var count uint64
@@ -387,7 +398,7 @@ func (s *Store) ReadExecution(executionID string, after uint64, limit int) (Page
 	if limit < 0 {
 		return Page{}, fmt.Errorf("%w: negative limit %d", ErrInvalidInput, limit)
 	}
-	if err := s.ensureIndex(); err != nil {
+	if err := s.ensureIndexFull(); err != nil {
 		return Page{}, err
 	}
 	s.mu.Lock()
@@ -454,6 +465,9 @@ func (s *Store) Get(seq uint64) (Record, error) {
 		return Record{}, err
 	}
 	if err := s.ensureIndex(); err != nil {
+		return Record{}, err
+	}
+	if err := s.resolveRun(seq-1, 1); err != nil {
 		return Record{}, err
 	}
 	s.mu.Lock()

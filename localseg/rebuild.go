@@ -71,6 +71,9 @@ type piece struct {
 	seen     map[string]uint32 // names while the piece is built
 	cons     []consFrame
 	err      error
+	// pending: an evicted segment left unread (segIdxFiles.lazy): its
+	// events and consumer frames are not known to this replay.
+	pending bool
 }
 
 func (p *piece) fail(off int64, err error) {
@@ -201,16 +204,30 @@ func scanRange(open openSegFunc, rg segRange, buf []byte, h *xxhash.Digest) (*pi
 // the first error in log order: a sequence gap at the piece's first event,
 // or the piece's own (which lies after all of its events).
 func (r *replay) stitch(p *piece) error {
-	if p.n > 0 && p.first != r.tip+1 {
+	if p.pending {
+		// Its events are not known: the next event must only lie above
+		// the tip (lazyindex.go checks each pending segment when read).
+		r.unknown, r.pended = true, true
+		if r.idx != nil {
+			r.idx.pending = append(r.idx.pending, p.id)
+			r.idx.partial = true
+		}
+		return nil
+	}
+	if p.n > 0 && (p.first <= r.tip || (p.first != r.tip+1 && !r.unknown)) {
 		return &CorruptionError{Segment: p.id, Offset: p.firstOff, Err: fmt.Errorf("%w: expected %d, found %d", frame.ErrSeqGap, r.tip+1, p.first)}
 	}
 	if p.n > 0 {
+		r.unknown = false
 		r.tip = p.first + uint64(p.n) - 1
 		if r.idx != nil {
 			r.idx.addPiece(p)
 		}
 	}
 	for _, c := range p.cons {
+		if r.imported[p.id] {
+			break // imported.go: the checkpoint stands for them
+		}
 		switch c.kind {
 		case KindConsumerCreate:
 			if _, ok := r.cons[c.name]; !ok {

@@ -64,6 +64,11 @@ func (s *Store) Reclaim(throughSegment uint64) (res ReclaimResult, err error) {
 		return ReclaimResult{}, fmt.Errorf("%w: segment %d is not retained (a segment-id jump skips it)", ErrInvalidState, throughSegment)
 	}
 	k++ // segments that go
+	if k < len(s.segs) && s.segs[k].guess {
+		// Its first event, hence the last one reclaimed, is not known
+		// (lazyindex.go): a read of it, or a reclaim through it, first.
+		return ReclaimResult{}, fmt.Errorf("%w: the first event of evicted segment %d, after segment %d, is not known yet (a lazy hydrate recorded it unread): reclaim through a later segment, or read it first", ErrInvalidState, s.segs[k].id, throughSegment)
+	}
 	res = ReclaimResult{ThroughSeq: infos[k-1].LastSeq, ThroughSegment: throughSegment}
 
 	// 1. Write forward, after whatever is queued (whose effects the head

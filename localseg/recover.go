@@ -74,6 +74,13 @@ func (s *Store) recover() error {
 	if err := s.checkNothingMissing(kept, leftovers, idxs, ck, ckFileLen >= 0); err != nil {
 		return err
 	}
+	// The last check: an owner's open learns the unknown first events of
+	// a lazy hydrate's segments, or is refused, before anything changes.
+	if s.resolveFirsts {
+		if err := s.resolveUnknownFirsts(); err != nil {
+			return err
+		}
+	}
 	if pending != nil && s.readOnly {
 		// The jump's rename did not happen: read the segment where it is.
 		s.jumps = slices.DeleteFunc(s.jumps, func(j Jump) bool { return j == *pending })
@@ -216,7 +223,11 @@ func (s *Store) recoverSegments(ids []uint64, ck *checkpoint, ckFileLen int) err
 	highest := ids[len(ids)-1]
 	for _, id := range ids[:len(ids)-1] {
 		if en, ok := s.ev.get(id); ok {
-			s.segs = append(s.segs, &segment{id: id, size: en.Size, first: en.First, known: true, sealed: true})
+			first, guess := en.First, en.First == FirstUnknown
+			if guess {
+				first = 0
+			}
+			s.segs = append(s.segs, &segment{id: id, size: en.Size, first: first, known: true, guess: guess, sealed: true})
 			continue
 		}
 		st, err := s.fs.Stat(s.segPath(id))
@@ -299,7 +310,7 @@ func (s *Store) recoverSegments(ids []uint64, ck *checkpoint, ckFileLen int) err
 	default:
 		s.report.Replayed = true
 		s.replayRuns.Add(1)
-		r := &replay{tip: s.reclaimedSeq, cons: make(map[string]uint64), idx: newIndex()}
+		r := &replay{tip: s.reclaimedSeq, cons: make(map[string]uint64), idx: newIndex(), imported: s.ev.imported()}
 		sealed := s.segs[:len(s.segs)-1]
 		rgs := make([]segRange, len(sealed))
 		for i, seg := range sealed {

@@ -179,7 +179,11 @@ func fetchVerified(remote RemoteSource, en evictEntry) ([]byte, error) {
 		return nil, fmt.Errorf("%w: segment %d: the bucket's copy (%d bytes, xxh64 %016x) is not the evicted segment (%d bytes, xxh64 %s)",
 			ErrRemoteRead, en.ID, len(data), xxhash.Sum64(data), en.Size, en.XXH64)
 	}
-	if _, err := VerifySegment(en.ID, data, en.First); err != nil {
+	first := en.First
+	if first == FirstUnknown {
+		first = 0 // a lazy hydrate's: not known (lazyindex.go)
+	}
+	if _, err := VerifySegment(en.ID, data, first); err != nil {
 		return nil, fmt.Errorf("%w: segment %d: the bucket's copy fails verification: %v", ErrRemoteRead, en.ID, err)
 	}
 	return data, nil

@@ -14,6 +14,14 @@ type replay struct {
 	idx    *index // nil: locations are not needed
 	first  uint64 // first event of the segment being walked
 	frames int64
+	// unknown: the last piece stitched was a pending segment, so the
+	// tip is not known (rebuild.go, stitch).
+	unknown bool
+	// pended: some piece was pending; its consumer frames are unknown.
+	pended bool
+	// imported: the segments whose consumer frames are not applied
+	// (imported.go); nil: none.
+	imported map[uint64]bool
 }
 
 // bodyFields validates and parses a frame body: its kind and sequence, and
@@ -40,6 +48,10 @@ func (r *replay) apply(id uint64, off int64, body []byte) error {
 	v, exec, consumer, _, err := bodyFields(body)
 	if err != nil {
 		return err
+	}
+	if v.Kind != KindEvent && r.imported[id] {
+		r.frames++ // imported.go: the checkpoint stands for it
+		return nil
 	}
 	switch v.Kind {
 	case KindEvent:

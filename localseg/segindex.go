@@ -275,6 +275,9 @@ type segIdxFiles struct {
 	// evicted reports the digest an evicted segment had when it left the
 	// disk (evict.go): its index file is trusted when it records that.
 	evicted func(id uint64) (size int64, digest uint64, ok bool)
+	// lazy: an evicted segment without a valid index file is not fetched
+	// but left pending (lazyindex.go), indexed on the first read of it.
+	lazy bool
 }
 
 // IndexFileLoads reports how many sealed segments this store's replays took
@@ -383,6 +386,11 @@ func (x *segIdxFiles) scan(open openSegFunc, rg segRange, buf []byte) (*piece, [
 	if ok {
 		x.loaded.Add(1)
 		return p, buf
+	}
+	if x.lazy && x.evicted != nil {
+		if _, _, ev := x.evicted(rg.id); ev {
+			return &piece{id: rg.id, pending: true}, buf
+		}
 	}
 	if !x.write {
 		return scanRange(open, rg, buf, nil)

@@ -23,6 +23,10 @@ type segment struct {
 	// unless this process wrote it from its first byte. Only the holder
 	// of the writer role touches it.
 	ixb *segIdxBuilder
+	// guess: evicted by a lazy hydrate with its first event not known
+	// (FirstUnknown): first reads 0, and infosLocked reports it empty
+	// until a read resolves it (lazyindex.go).
+	guess bool
 }
 
 // headConsumer is a consumer as the frames queued so far leave it.
@@ -107,6 +111,8 @@ type Store struct {
 	// for RemoveLeftovers.
 	deferCleanup bool
 	deferred     *cleanup
+	// resolveFirsts: Options.ResolveFirsts on a writable open.
+	resolveFirsts bool
 
 	// unsafeRetryFsync, set only by a RED control test, retries a failed
 	// fsync once and acknowledges when the retry succeeds: the behaviour
@@ -161,6 +167,7 @@ type Store struct {
 	// Read index, built lazily. Guarded by mu.
 	idx         *index
 	idxLoads    atomic.Int64 // sealed segments a replay took from their index files
+	resolved    atomic.Int64 // pending evicted segments read on demand (lazyindex.go)
 	idxBuilding bool
 	idxErr      error
 	reclaiming  bool
@@ -258,6 +265,7 @@ func open(dir string, opts Options) (*Store, error) {
 		maxCons:  opts.MaxConsumers,
 	}
 	s.deferCleanup = opts.DeferCleanup
+	s.resolveFirsts = opts.ResolveFirsts && !opts.ReadOnly
 	s.cond.L = &s.mu
 	s.readers.init(s.fs, dir)
 	s.ev.init(opts.Remote, opts.RemoteCacheBytes)

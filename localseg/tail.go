@@ -122,6 +122,9 @@ func (s *Store) TailExtent(afterSeq uint64, maxBytes int64) (Extent, bool, error
 	if err := s.ensureIndex(); err != nil {
 		return Extent{}, false, err
 	}
+	if err := s.resolveRun(max(afterSeq, 1)-1, 2); err != nil {
+		return Extent{}, false, err
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

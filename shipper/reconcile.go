@@ -411,6 +411,9 @@ func (s *Shipper) compareTail(ctx context.Context, info blobtier.ObjectInfo, dat
 		}
 		if local == nil || f.Seq < loaded.FirstSeq || f.Seq > loaded.LastSeq {
 			seg, ok := segmentHolding(segs, f.Seq)
+			if !ok && s.unreadEvicted(segs, f.Seq) {
+				return nil // in segments a lazy hydrate left in the bucket, unread (lazyread.go)
+			}
 			if !ok {
 				return fmt.Errorf("%w: sequence %d of tail object %s is not in the local store", ErrDiverged, f.Seq, info.Key)
 			}

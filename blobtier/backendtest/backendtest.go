@@ -70,6 +70,7 @@ func Run(t *testing.T, newBucket func(t *testing.T) blobtier.Bucket, caps Caps) 
 		{"VerifiedGet", testVerifiedGet, skipUnless(caps.PutRaw != nil, "no raw write hook")},
 		{"VerifiedGetBuffered", testVerifiedGetBuffered, skipUnless(caps.PutRaw != nil, "no raw write hook")},
 		{"AtRestDamageIsNotIdentical", testAtRestDamage, skipUnless(caps.PutRaw != nil, "no raw write hook")},
+		{"GetRange", testGetRange, ""},
 		{"ListByShardAndKind", testList, ""},
 		{"ListFlagsUnparsedKeys", testListUnparsed, skipUnless(caps.PutRaw != nil, "no raw write hook")},
 		{"ListStopsWhenAsked", testListStop, ""},

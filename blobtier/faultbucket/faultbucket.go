@@ -56,6 +56,10 @@ const (
 	OpList   Op = "list"   // one list request (one page)
 	OpDelete Op = "delete" // Delete
 	OpCopy   Op = "copy"   // Copy (matched on the destination key)
+
+	// OpRangeRead is a read of part of an object (blobtier's GetRange): an
+	// OpRead rule matches it too, an OpRangeRead rule matches nothing else.
+	OpRangeRead Op = "range_read"
 )
 
 // Kind is what a rule does.
@@ -265,7 +269,7 @@ func (f *Bucket) Total() int64 {
 func check(r *Rule) error {
 	bad := func(why string) error { return fmt.Errorf("%w: %+v: %s", ErrBadRule, *r, why) }
 	switch r.Op {
-	case OpAny, OpRead, OpWrite, OpStat, OpList, OpDelete, OpCopy:
+	case OpAny, OpRead, OpRangeRead, OpWrite, OpStat, OpList, OpDelete, OpCopy:
 	default:
 		return bad("unknown op")
 	}
@@ -292,7 +296,7 @@ func check(r *Rule) error {
 			return bad("lost_ack applies to write, delete or copy")
 		}
 	case Truncate, Extend, Corrupt:
-		if r.Op != OpRead && r.Op != OpWrite {
+		if r.Op != OpRead && r.Op != OpRangeRead && r.Op != OpWrite {
 			return bad(string(r.Kind) + " applies to read or write")
 		}
 		if r.Kind == Extend && r.Bytes == 0 {
@@ -309,6 +313,12 @@ func check(r *Rule) error {
 		return bad("unknown kind")
 	}
 	return nil
+}
+
+// opMatches reports whether a rule on ruleOp applies to an operation op (a
+// ranged read is a read).
+func opMatches(ruleOp, op Op) bool {
+	return ruleOp == OpAny || ruleOp == op || (ruleOp == OpRead && op == OpRangeRead)
 }
 
 func keyMatches(pattern, key string) bool {
@@ -341,7 +351,7 @@ func (f *Bucket) decide(op Op, key string) effects {
 	defer f.mu.Unlock()
 	var e effects
 	for _, r := range f.rules {
-		if r.Kind == Hide || (r.Op != OpAny && r.Op != op) || !keyMatches(r.Key, key) {
+		if r.Kind == Hide || !opMatches(r.Op, op) || !keyMatches(r.Key, key) {
 			continue
 		}
 		r.matches++
@@ -512,7 +522,11 @@ func (f *Bucket) hide(page *driver.ListPage) {
 }
 
 func (f *Bucket) NewRangeReader(ctx context.Context, key string, offset, length int64, opts *driver.ReaderOptions) (driver.Reader, error) {
-	e := f.decide(OpRead, key)
+	op := OpRead
+	if offset > 0 || length >= 0 {
+		op = OpRangeRead // gocloud reads a whole object with offset 0, length -1
+	}
+	e := f.decide(op, key)
 	if err := wait(ctx, e.delay); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/bucketlog/bucketlog"
@@ -29,6 +31,21 @@ objects with different bytes for one sequence (two writers) and a corrupt
 segment or tail object are exit 5. The restored directory records the
 bucket, so the store ships there.
 A progress line goes to stderr every second, and one at the end.
+
+--lazy (with --local-retention-bytes N, or BUCKETLOG_LOCAL_RETENTION_BYTES)
+downloads only the newest segments within N bytes (at least one), the tail
+objects and the cursor object; every older segment stays in the bucket,
+recorded as evicted (its length and digest from one metadata read each) and
+read from it on demand, verified, once the store runs (serve with a
+bucket). The store is appendable at once. stderr says what was downloaded
+and what remains remote; the report's "lazy" says it too. When a lazy
+restore is not possible (no readable cursor object, a hole, a stale
+writer's segment among the older ones, …) it downloads everything and
+lazy.full_because says why. The remote segments' event ranges are not
+known until first read: an owner's open (serve, or Open not read-only)
+reads each remote segment once to learn them before it starts, or is
+refused, changing nothing, when the bucket cannot serve one; a read-only
+open reads only what it serves.
 
 --all-shards restores every shard the bucket holds (found by listing it;
 stderr names them) into DIR/shard-NNNN each, and prints
@@ -63,10 +80,13 @@ Output (report fields):
   attempts               restarts because the bucket changed while it was read
   zombie_objects         objects skipped as a stale writer's under the lineage rule (see fencing --help)
   lineage                the chain followed: {"epochs","cuts","off_chain","highest_start_segment"}
-  highest_segment_id     the highest segment id the bucket listed (bucket ids; next_segment counts restored ids)`
+  highest_segment_id     the highest segment id the bucket listed (bucket ids; next_segment counts restored ids)
+  lazy                   --lazy only: {"budget_bytes","full_because","remote_segments","remote_bytes",
+                         "remote_first_segment","remote_last_segment","first_local_sequence","metadata_reads",
+                         "range_reads","firsts_known"}`
 
 func runRestore(c *cli, args []string) int {
-	s := newOneShard("restore", "--bucket URL --dir PATH [--shard N | --all-shards] [--if-not-exists] [--allow-partial] [--allow-empty] [--allow-watermark-ahead]", restoreAbout)
+	s := newOneShard("restore", "--bucket URL --dir PATH [--shard N | --all-shards] [--if-not-exists] [--allow-partial] [--allow-empty] [--allow-watermark-ahead] [--lazy --local-retention-bytes N]", restoreAbout)
 	bucket := addBucketFlag(s.f, "the bucket to restore from (required)")
 	partial := s.f.Bool("allow-partial", false, "keep the contiguous prefix when the bucket's history has a hole or ends short of shipped_through")
 	allowEmpty := s.f.Bool("allow-empty", false, "accept a bucket holding nothing of the shard (an empty store)")
@@ -74,6 +94,8 @@ func runRestore(c *cli, args []string) int {
 	conc := s.f.Int("concurrency", 0, "objects downloaded at once (default 8)")
 	allShards := s.f.Bool("all-shards", false, "restore every shard the bucket holds (found by listing it) into DIR/shard-NNNN each")
 	ifNotExists := s.f.Bool("if-not-exists", false, "a shard whose directory already holds a store is skipped (exit 0, nothing done), for init containers")
+	lazy := s.f.Bool("lazy", false, "download only the newest segments within --local-retention-bytes; the older ones stay in the bucket, read on demand")
+	budget := s.f.Int64("local-retention-bytes", 0, "with --lazy: the bytes of the newest segments to download (default BUCKETLOG_LOCAL_RETENTION_BYTES)")
 	if stop, code := c.parse(s.f, args); stop {
 		return code
 	}
@@ -99,6 +121,9 @@ func runRestore(c *cli, args []string) int {
 	}
 	ro := bucketlog.RestoreOptions{BucketURL: url, Dir: opts.Dir,
 		AllowPartial: *partial, AllowEmpty: *allowEmpty, AllowWatermarkAhead: *allowAhead, Concurrency: *conc}
+	if ro.LazyBytes, err = lazyBudget(c, s.f, *lazy, *budget); err != nil {
+		return c.fail(err)
+	}
 	if !*allShards {
 		if skip, ok, err := skipRestore(*ifNotExists, opts.Dir, n); err != nil {
 			return c.fail(err)
@@ -219,7 +244,34 @@ func (c *cli) restoreShard(ro bucketlog.RestoreOptions, n int) (restoreOutput, e
 	lastP.Objects, lastP.ObjectsTotal = rep.Objects, max(rep.Objects, lastP.ObjectsTotal)
 	lastP.Bytes, lastP.BytesTotal = rep.Bytes, max(rep.Bytes, lastP.BytesTotal)
 	fmt.Fprintf(c.stderr, "restore: shard %d: done: %s, sequences %d..%d, %.2fs\n", n, progressLine(lastP), rep.FirstSeq, rep.LastSeq, rep.Seconds)
+	if lz := rep.Lazy; lz != nil && lz.FullBecause != "" {
+		fmt.Fprintf(c.stderr, "restore: shard %d: lazy: not possible (%s); everything was downloaded\n", n, lz.FullBecause)
+	} else if lz != nil {
+		fmt.Fprintf(c.stderr, "restore: shard %d: lazy: downloaded %d segments (%d bytes); %d segments (%d bytes, ids %d..%d) remain in the bucket, read on demand: events %d..%d\n",
+			n, rep.Segments, rep.SegmentBytes, lz.RemoteSegments, lz.RemoteBytes, lz.RemoteFirstSegment, lz.RemoteLastSegment, rep.Base+1, lz.FirstLocalSeq-1)
+	}
 	return out, nil
+}
+
+// lazyBudget is restore --lazy's budget: the flag, else the environment's
+// BUCKETLOG_LOCAL_RETENTION_BYTES; --lazy without one is a usage error.
+func lazyBudget(c *cli, f *flagSet, lazy bool, flag int64) (int64, error) {
+	if !lazy {
+		if f.isSet("local-retention-bytes") {
+			return 0, usagef("--local-retention-bytes is for --lazy (a restore otherwise downloads everything)")
+		}
+		return 0, nil
+	}
+	if f.isSet("local-retention-bytes") {
+		if flag <= 0 {
+			return 0, usagef("--local-retention-bytes %d must be positive", flag)
+		}
+		return flag, nil
+	}
+	if n, err := strconv.ParseInt(strings.TrimSpace(c.getenv(EnvLocalRetentionBytes)), 10, 64); err == nil && n > 0 {
+		return n, nil
+	}
+	return 0, usagef("--lazy needs --local-retention-bytes N (or %s): the bytes of the newest segments to download", EnvLocalRetentionBytes)
 }
 
 // restoreOutput is restore's report. base is the first retained sequence

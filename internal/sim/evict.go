@@ -19,8 +19,13 @@ package sim
 //     prevent, only report.
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"path/filepath"
 
+	"github.com/bucketlog/bucketlog"
+	"github.com/bucketlog/bucketlog/coldload"
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
@@ -62,4 +67,54 @@ func (r *run) noteEvicted() {
 	if st.Fetches > 0 {
 		r.stats.Steps["ship:remote-fetched"]++
 	}
+}
+
+// restoreVariant is the restore operation's store: every other one (by
+// count, so seeds stay deterministic) is a lazy restore (issue 16,
+// "appendable at once"): only the newest segments within 2 KiB are
+// downloaded, the older ones stay in the bucket, and the oracle's read of
+// the restored store (opened read-only with the clean bucket) reads them
+// through it. Its checks are the full restore's: every acknowledged event,
+// byte for byte, and the consumers.
+func (r *run) restoreVariant(ctx context.Context) (restored, error) {
+	if r.stats.Restores%2 == 1 {
+		return r.w.restore(ctx)
+	}
+	got, lz, err := r.w.restoreLazy(ctx)
+	switch {
+	case err != nil:
+	case lz == nil:
+		r.stats.Steps["restore-lazy:nothing-remote"]++
+	case lz.FullBecause != "":
+		r.stats.Steps["restore-lazy:full"]++
+		r.logf("  (lazy restore not possible: %s)", lz.FullBecause)
+	default:
+		r.stats.Steps["restore-lazy:remote"]++
+		r.stats.Steps["restore-lazy:firsts-known"] += lz.FirstsKnown // from the heads' ranged reads
+		r.stats.Steps["restore-lazy:firsts-unknown"] += lz.RemoteSegments - lz.FirstsKnown
+		r.logf("  (lazy restore: %d segments remote, events below %d read from the bucket)", lz.RemoteSegments, lz.FirstLocalSeq)
+	}
+	return got, err
+}
+
+// restoreLazy is restore with a 2 KiB budget (coldload.Options.Lazy).
+func (w *world) restoreLazy(ctx context.Context) (restored, *coldload.LazyReport, error) {
+	w.fresh++
+	dir := filepath.Join(w.root, fmt.Sprintf("restore-%d", w.fresh))
+	b := w.clean()
+	rep, err := bucketlog.Restore(ctx, bucketlog.RestoreOptions{Bucket: b, Dir: dir, AllowEmpty: true, Concurrency: 1, LazyBytes: 2048})
+	if err != nil {
+		return restored{}, nil, err
+	}
+	o := bucketlog.Options{Dir: dir, ReadOnly: true, Now: w.now, Logger: quiet, Registerer: simMetrics}
+	if rep.Lazy != nil && rep.Lazy.FullBecause == "" {
+		o.Bucket = b // the remote segments are read through it
+	}
+	l, err := bucketlog.Open(ctx, o)
+	if err != nil {
+		return restored{}, rep.Lazy, fmt.Errorf("open the lazily restored store: %w", err)
+	}
+	defer l.Close()
+	got, err := readLog(l)
+	return got, rep.Lazy, err
 }

@@ -292,7 +292,7 @@ func (r *run) opLoseSegment(ctx context.Context) *violation {
 func (r *run) opRestore(ctx context.Context, strict bool) *violation {
 	r.stats.Restores++
 	curBad := r.cursorDamaged(ctx)
-	got, err := r.w.restore(ctx)
+	got, err := r.restoreVariant(ctx) // every other one lazy (evict.go)
 	r.logf("restore -> %d records base %d tip %d %s", len(got.records), got.base, got.tip, errClass(err))
 	if err != nil {
 		if r.damageOutstanding(true) || (!strict && (r.damageOutstanding(false) || r.watermarkUnreadable(ctx) || r.writeDamageExcusesRestore(ctx))) {

@@ -262,6 +262,12 @@ func (r *run) bucketRule() faultbucket.Rule {
 		case faultbucket.Hide:
 			rule.Op, rule.Times, rule.Listings = faultbucket.OpList, 0, 1+r.rng.IntN(3)
 		}
+		if rule.Op == faultbucket.OpRead && rule.Key == "noetl.ehdb.seg.*" && rule.Times == 3 {
+			// A third of the segment read rules hit only the ranged reads
+			// of a lazy hydrate (the heads giving first events), derived
+			// without a draw so every seed keeps its schedule.
+			rule.Op = faultbucket.OpRangeRead
+		}
 		return rule
 	}
 }
@@ -414,9 +420,13 @@ var errOpen = errors.New("sim: open refused")
 func (r *run) reopen(ctx context.Context, why string) (*violation, error) {
 	r.w.inj.takeFired()
 	faults, hides := r.w.fb.Total(), r.tailHides()
+	lazy := r.w.lazyOwners
 	err, changed := r.w.open(ctx)
 	r.logf("open (%s) -> %s", why, errClass(err))
 	r.noteHiddenOpen(hides) // directed.go
+	if r.w.lazyOwners > lazy {
+		r.stats.Steps["open:lazy-hydrate"]++
+	}
 	if err != nil {
 		r.stats.Refused++
 		// An open that failed on an injected disk error is no refusal.

@@ -60,6 +60,10 @@ type world struct {
 	view    *writerView
 	nofence bool
 	evict   int64 // the local retention budget (evict.go)
+
+	// lazyOwners counts the hydrates by Open that left segments remote:
+	// the owner's open then resolved their event ranges (evict.go).
+	lazyOwners int
 }
 
 // simBucketURL is the name of the simulation's one bucket, and
@@ -187,6 +191,9 @@ func (w *world) hydrateReal(ctx context.Context) error {
 	l, err := bucketlog.Open(ctx, o)
 	if err != nil {
 		return err
+	}
+	if h := l.OpenReport().Hydrate; h != nil && h.Lazy != nil && h.Lazy.FullBecause == "" && h.Lazy.RemoteSegments > 0 {
+		w.lazyOwners++
 	}
 	if err := l.Close(); err != nil {
 		return fmt.Errorf("sim: close the hydrated store: %w", err)
