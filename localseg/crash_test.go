@@ -890,8 +890,12 @@ func TestCrashSweep(t *testing.T) {
 				t.Errorf("preallocated segments, but the sweep never crashed at a seal's truncate (%d) or the fsync after it (%d)", cov.atSegTruncate, cov.atSyncAfterTrunc)
 			}
 			// A sequential sweep crashes at every operation: at least the
-			// manifest's create, write, fsync and rename.
-			if minManifest := map[bool]int{false: 4, true: 1}[tc.w.concurrent]; cov.atReclaimManifest < minManifest || cov.atRemoveSeg == 0 {
+			// manifest's create, write, fsync and rename. A concurrent one
+			// crashes at the k-th operation of a schedule that differs run
+			// to run, so which operations it hits is luck (CI once saw none
+			// of the manifest's on a loaded machine): the sequential sweeps
+			// hold the manifest's coverage.
+			if minManifest := map[bool]int{false: 4, true: 0}[tc.w.concurrent]; cov.atReclaimManifest < minManifest || cov.atRemoveSeg == 0 {
 				t.Errorf("the sweep crashed too rarely inside the reclaim (manifest %d, unlink %d)", cov.atReclaimManifest, cov.atRemoveSeg)
 			}
 		})
