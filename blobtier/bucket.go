@@ -162,7 +162,7 @@ func (t *bucket) PutIfAbsent(ctx context.Context, key string, data []byte, epoch
 			// Gone again (deleted, or a 409 while another write was still
 			// in flight): try the create once more.
 			if classify(err) == classNotFound && attempt < maxAttempts {
-				if err := sleepCtx(ctx, time.Duration(attempt)*20*time.Millisecond); err != nil {
+				if err := Wait(ctx, time.Duration(attempt)*20*time.Millisecond); err != nil {
 					return &ObjectError{OpPut, key, err}
 				}
 				continue
@@ -476,15 +476,4 @@ func (t *bucket) Close() error {
 		return t.release()
 	}
 	return t.b.Close()
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-tm.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -291,10 +291,8 @@ func (s *Shipper) fencedVerdict(ctx context.Context, seq uint64, fenced error) e
 				}
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w: sequence %d: unknown: %v", ErrNotInBucket, seq, ctx.Err())
-		case <-time.After(200 * time.Millisecond):
+		if err := blobtier.Wait(ctx, 200*time.Millisecond); err != nil {
+			return fmt.Errorf("%w: sequence %d: unknown: %v", ErrNotInBucket, seq, err)
 		}
 	}
 	return fmt.Errorf("%w: sequence %d: unknown: fenced by a claim whose cut is not in the bucket yet; a later cut decides whether it is in the log", ErrNotInBucket, seq)

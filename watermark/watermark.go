@@ -304,14 +304,7 @@ func AdvanceDurable(ctx context.Context, b Swapper, shard uint32, durable uint64
 func pause(ctx context.Context, attempt int) error {
 	ceiling := time.Millisecond << min(attempt, 6)
 	ceiling = min(ceiling, 50*time.Millisecond)
-	t := time.NewTimer(rand.N(ceiling) + time.Millisecond)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return blobtier.Wait(ctx, rand.N(ceiling)+time.Millisecond)
 }
 
 // Contiguous returns the contiguous durable watermark of a run of segments:

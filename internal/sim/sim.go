@@ -46,6 +46,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/bucketlog/bucketlog"
 	"github.com/bucketlog/bucketlog/blobtier"
@@ -173,7 +174,7 @@ func Run(seed uint64, cfg Config, stats *Stats) Result {
 		defer r.closeZombie()
 	}
 	r.logf("seed %d sync=%v steps=%d", seed, r.w.sync, cfg.Steps)
-	v := r.loop(context.Background())
+	v := r.loop(simCtx())
 	return Result{Seed: seed, Violation: v, Step: r.step, Log: r.log.String()}
 }
 
@@ -473,4 +474,12 @@ func short(s string) string {
 		return s[:i] + "+pad"
 	}
 	return s
+}
+
+// simCtx is the context of every call the simulation makes: the engine's
+// waits between retries and polls (blobtier.Wait) return at once, so a
+// seed's run costs CPU, not wall-clock pauses (the schedule is the seed's,
+// not the timers').
+func simCtx() context.Context {
+	return blobtier.WithWait(context.Background(), func(ctx context.Context, _ time.Duration) error { return ctx.Err() })
 }

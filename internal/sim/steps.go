@@ -111,7 +111,7 @@ func (r *run) pickConsumer(create bool) string {
 
 func (r *run) opPull() *violation {
 	name := r.pickConsumer(true)
-	res, err := r.w.log.Pull(context.Background(), name, 1+r.rng.IntN(8))
+	res, err := r.w.log.Pull(simCtx(), name, 1+r.rng.IntN(8))
 	r.logf("pull %s -> %d records %s", name, len(res.Records), errClass(err))
 	if err != nil {
 		return nil
@@ -135,7 +135,7 @@ func (r *run) opAck() *violation {
 		return nil
 	}
 	seq := 1 + r.rng.Uint64N(r.pulled[name])
-	got, err := r.w.log.Ack(context.Background(), name, seq)
+	got, err := r.w.log.Ack(simCtx(), name, seq)
 	r.logf("ack %s %d -> %d %s", name, seq, got, errClass(err))
 	return nil
 }
@@ -146,7 +146,7 @@ func (r *run) opDelete() *violation {
 		r.logf("delete (no consumer)")
 		return nil
 	}
-	err := r.w.log.DeleteConsumer(context.Background(), name)
+	err := r.w.log.DeleteConsumer(simCtx(), name)
 	r.logf("delete %s %s", name, errClass(err))
 	if err == nil {
 		delete(r.m.live, name)
@@ -302,13 +302,13 @@ func (r *run) opUploadStall() *violation {
 	// ship, GC and ship again.
 	r.burst = true
 	for range 4 {
-		if v := r.opBatch(context.Background()); v != nil || r.w.log == nil {
+		if v := r.opBatch(simCtx()); v != nil || r.w.log == nil {
 			r.burst = false
 			return v
 		}
 	}
 	r.burst = false
-	ctx := context.Background()
+	ctx := simCtx()
 	for _, f := range []func() *violation{
 		func() *violation { return r.opShip(ctx, false) },
 		func() *violation { return r.opGC(ctx) },
@@ -388,7 +388,7 @@ func (r *run) opDamage() *violation {
 	if what == "watermark" && len(r.w.saved) > 0 && r.w.log != nil && r.rng.IntN(3) > 0 {
 		// Directed: the oldest copy of the disk meets the damaged mark,
 		// whose repair must not lower it (finding 7).
-		return r.older(context.Background(), 0)
+		return r.older(simCtx(), 0)
 	}
 	return nil
 }

@@ -396,7 +396,7 @@ func readLog(l *bucketlog.Log) (restored, error) { return readLogFrom(l, 0) }
 func readLogFrom(l *bucketlog.Log, after uint64) (restored, error) {
 	var r restored
 	for {
-		p, err := l.Scan(context.Background(), after, 500)
+		p, err := l.Scan(simCtx(), after, 500)
 		if err != nil {
 			return r, err
 		}

@@ -178,7 +178,7 @@ func (r *run) zombieServed(rec localseg.Record) *violation {
 		// engine: the payload is no longer only the zombie's.
 		return nil
 	}
-	lin, err := r.chainNow(context.Background())
+	lin, err := r.chainNow(simCtx())
 	if err != nil {
 		return fail("zombie-lineage", "read the lineage: %v", err)
 	}
