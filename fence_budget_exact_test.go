@@ -82,7 +82,8 @@ func TestFenceSameDiskRestartRequestsExactly(t *testing.T) {
 }
 
 // TestFenceTakeoverRequestsExactly: a takeover from an empty disk lists
-// the claims twice (before and after its claim), puts its claim and its
+// the claims twice (before and after its claim) and the start records
+// before its claim (step 1: M counts a start record whose claim vanished), puts its claim and its
 // cut, HEADs the next claim once, bumps rw and cur (GET + CAS each), and
 // reads the bucket once after its claim: the cold load's reads, whose
 // listing of start records is the chain, L, prev_end and the fence, and
@@ -99,8 +100,9 @@ func TestFenceTakeoverRequestsExactly(t *testing.T) {
 	}
 	wantRequests(t, "takeover", vb, map[string]int{
 		"list ep": 2, "put ep": 1, "put eps": 1, "stat ep": 1,
-		"get rw": 2, "cas rw": 1, "get cur": 2, "cas cur": 1, // the bumps, then the cold load's reads
-		"list seg": 1, "list tail": 1, "list eps": 1, "get eps": 1, // the one post-claim listing
+		"list eps": 2,                                          // step 1 (M counts a start record whose claim vanished), then the post-claim listing
+		"get rw":   2, "cas rw": 1, "get cur": 2, "cas cur": 1, // the bumps, then the cold load's reads
+		"list seg": 1, "list tail": 1, "get eps": 1, // the one post-claim listing
 		"get seg": 1, "get tail": 2, // the cold load; the tail object again: reconcile's read-back
 		"stat seg": 1, // reconcile's check of the hydrated segment's metadata
 	})
@@ -162,8 +164,9 @@ func TestFenceLegacyAdoptionRequestsExactly(t *testing.T) {
 	}
 	wantRequests(t, "legacy adoption", v, map[string]int{
 		"list ep": 2, "put ep": 1, "put eps": 1, "stat ep": 1,
-		"get rw": 2, "get cur": 2, "cas cur": 1, // the checks' reads, then the bump (no rw to bump)
-		"list seg": 1, "list tail": 1, "list eps": 1, // the checks' one listing after the claim
+		"list eps": 2,                             // step 1, then the checks' listing after the claim
+		"get rw":   2, "get cur": 2, "cas cur": 1, // the checks' reads, then the bump (no rw to bump)
+		"list seg": 1, "list tail": 1, // the checks' one listing after the claim
 		"stat seg": 1, "get tail": 1,
 	})
 }

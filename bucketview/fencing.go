@@ -68,6 +68,8 @@ type fencingState struct {
 	ClaimObjects []ClaimObject
 	// HighestClaim is the highest claimed epoch (0 when none).
 	HighestClaim uint64
+	// HighestStart is the highest epoch with a start record (0 when none).
+	HighestStart uint64
 
 	lineage    fencing.Lineage
 	lineageErr error
@@ -97,10 +99,17 @@ func (v *View) Owner() (fencing.Claim, bool) {
 }
 
 // readStarts lists and reads the start records and builds the lineage.
-func (v *View) readStarts(ctx context.Context, b Lister, rb Bucket) error {
+func (v *View) readStarts(ctx context.Context, b Lister, rb Bucket, listOnly bool) error {
 	listed, err := v.list(ctx, b, blobtier.KindStart)
 	if err != nil {
 		return err
+	}
+	for _, info := range listed {
+		v.HighestStart = max(v.HighestStart, info.Parsed.Epoch)
+	}
+	if listOnly {
+		v.lineageErr = fmt.Errorf("bucketview: shard %d: the start records were listed, not read", v.Shard)
+		return nil
 	}
 	var recs []fencing.StartRecord
 	var bad []error

@@ -73,6 +73,10 @@ type Options struct {
 	// operator's view: who claimed each epoch); without it Claims is a
 	// listing only.
 	ReadClaims bool
+	// ListStartsOnly lists the start records with the StartRecords part
+	// without reading them: HighestStart only, and Lineage is an error
+	// (the takeover's first listing, which needs only the highest epoch).
+	ListStartsOnly bool
 }
 
 // View is one shard's bucket state as one Read found it.
@@ -133,7 +137,7 @@ func Understood(info blobtier.ObjectInfo, shard uint32, kind blobtier.Kind) bool
 func Read(ctx context.Context, b Lister, shard uint32, o Options) (View, error) {
 	v := View{Shard: shard, Parts: o.Parts}
 	rb, canRead := b.(Bucket)
-	if (o.Parts&(Watermark|Cursor|StartRecords) != 0 || (o.Parts&Claims != 0 && o.ReadClaims)) && !canRead {
+	if (o.Parts&(Watermark|Cursor) != 0 || (o.Parts&StartRecords != 0 && !o.ListStartsOnly) || (o.Parts&Claims != 0 && o.ReadClaims)) && !canRead {
 		return v, fmt.Errorf("bucketview: shard %d: the bucket cannot read objects", shard)
 	}
 	order := o.Order
@@ -183,7 +187,7 @@ func (v *View) read(ctx context.Context, b Lister, rb Bucket, part Parts, o Opti
 	case Tails:
 		v.TailObjects, err = v.list(ctx, b, blobtier.KindTail)
 	case StartRecords:
-		err = v.readStarts(ctx, b, rb)
+		err = v.readStarts(ctx, b, rb, o.ListStartsOnly)
 	case Claims:
 		err = v.readClaims(ctx, b, rb, o.ReadClaims)
 	}

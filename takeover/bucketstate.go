@@ -11,10 +11,19 @@ import (
 // bucketview.Read, the one function that reads a shard's bucket state (and
 // holds the one rule for which keys are understood).
 
-// listClaims lists the shard's claims: the highest claimed epoch (0: none)
-// and every claimed epoch.
-func listClaims(ctx context.Context, o Options) (uint64, map[uint64]bool, error) {
-	v, err := bucketview.Read(ctx, o.Bucket, o.Shard, bucketview.Options{Parts: bucketview.Claims})
+// listClaims lists the shard's claims and returns the highest claimed
+// epoch (0: none) and every claimed epoch. With starts (step 1) it lists
+// the start records first (bucketview's order) and a start record counts
+// as its epoch's claim: when the claim's key has vanished, the record
+// still shows the epoch was taken, and claiming it again would cut a
+// second time at an epoch that already has a cut. Step 4's re-listing
+// needs only the claims (a start record above ours has its claim).
+func listClaims(ctx context.Context, o Options, starts bool) (uint64, map[uint64]bool, error) {
+	parts := bucketview.Claims
+	if starts {
+		parts = bucketview.Fencing
+	}
+	v, err := bucketview.Read(ctx, o.Bucket, o.Shard, bucketview.Options{Parts: parts, ListStartsOnly: true})
 	if err != nil {
 		return 0, nil, err
 	}
@@ -22,7 +31,7 @@ func listClaims(ctx context.Context, o Options) (uint64, map[uint64]bool, error)
 	for _, c := range v.ClaimObjects {
 		have[c.Info.Parsed.Epoch] = true
 	}
-	return v.HighestClaim, have, nil
+	return max(v.HighestClaim, v.HighestStart), have, nil
 }
 
 // Listing is the bucket state a hydrated takeover read after its claim

@@ -193,16 +193,16 @@ func begin(ctx context.Context, o Options) (*Begun, error) {
 	return b, b.recover(ctx)
 }
 
-// claim is steps 1–4: list the claims, re-create vanished ones, claim the
-// next epoch (a lost response to our own claim is recognised by its
-// nonce), record owner.json, and list again.
+// claim is steps 1–4: list the start records and the claims, re-create
+// vanished claims, claim the next epoch (a lost response to our own claim
+// is recognised by its nonce), record owner.json, and list again.
 func (b *Begun) claim(ctx context.Context) error {
 	o := b.o
-	m, have, err := listClaims(ctx, o)
+	m, have, err := listClaims(ctx, o, true)
 	if err != nil {
 		return err
 	}
-	for e := uint64(1); e < m; e++ {
+	for e := uint64(1); e <= m; e++ {
 		if !have[e] {
 			// A stale writer's HEAD must never go blind.
 			if err := putClaim(ctx, o, fencing.Claim{Epoch: e, Shard: o.Shard, Owner: "(re-created)", Nonce: fencing.NewNonce()}); err != nil && !errors.Is(err, blobtier.ErrConflict) {
@@ -239,7 +239,7 @@ func (b *Begun) claim(ctx context.Context) error {
 // shard directory, which held only owner.json).
 func (b *Begun) recover(ctx context.Context) error {
 	o := b.o
-	m, _, err := listClaims(ctx, o)
+	m, _, err := listClaims(ctx, o, false)
 	if err != nil {
 		return err
 	}

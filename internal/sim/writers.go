@@ -267,6 +267,9 @@ func (r *run) takeoverNow(ctx context.Context, why string) *violation {
 	r.ws.took++
 	before := maps.Clone(r.m.hist)
 	r.logf("takeover (%s): epoch %d paused in %s; a second owner opens on a fresh disk in live%s", why, z.epoch, "live"+z.live, r.w.live)
+	if r.wr.IntN(4) == 0 {
+		r.vanishClaim(z.epoch)
+	}
 	v := r.adopt(ctx, "takeover")
 	if v != nil {
 		return v
@@ -285,6 +288,24 @@ func (r *run) takeoverNow(ctx context.Context, why string) *violation {
 	}
 	r.ws.linStep = -1
 	return nil
+}
+
+// vanishClaim deletes the claim of the owner being taken over from when
+// its start record exists (a lifecycle rule matching `ep.` keys, which
+// the docs forbid, or an edited bucket): the takeover must count the
+// start record as the claim, re-create it and claim above it, so the
+// paused owner is still fenced (docs/FORMAT.md §6.9).
+func (r *run) vanishClaim(epoch uint64) {
+	if epoch == 0 {
+		return
+	}
+	if _, ok := r.w.raw.Raw(blobtier.StartKey(0, epoch)); !ok {
+		return
+	}
+	if err := r.w.raw.Delete(simCtx(), blobtier.ClaimKey(0, epoch), nil); err == nil {
+		r.stats.Faults["claim-vanished"]++
+		r.logf("fault: the claim of epoch %d vanished (its start record stays)", epoch)
+	}
 }
 
 func (r *run) opTakeover(ctx context.Context) *violation {
