@@ -113,8 +113,9 @@
 // step 4 only the newest segments within Options.LocalBytes and records the
 // older ones as evicted from their metadata and the first event of each
 // that a ranged read of its head gives (a hint, checked for plausibility,
-// else left unknown: lazyfirst.go); the engine's Open does not use
-// it (it hydrates an empty directory in full): `restore --lazy` does.
+// else left unknown: lazyfirst.go). The engine's Open uses it for an
+// empty directory when Options.LocalRetentionBytes is set (in full
+// otherwise), and so does `restore --lazy`.
 //
 // Steps 6 and 7 append to a side store, not to the restored directory:
 // opening a directory without a checkpoint replays every segment, which
