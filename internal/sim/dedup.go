@@ -115,6 +115,11 @@ func (r *run) retryFailed(ctx context.Context, g *retrier) *violation {
 		return nil
 	}
 	f := r.m.failed[names[g.rng.IntN(len(names))]]
+	if r.ws != nil {
+		if _, zombie := r.ws.ev[f.ev.payload]; zombie {
+			r.ws.retried[f.ev.payload] = r.w.log.Store().Tip()
+		}
+	}
 	res, err := r.w.log.Append(ctx, locEvent(f.ev))
 	r.logf("retry-failed %s -> seq %d dup=%v %s", short(f.ev.payload), res.Seq, res.Duplicate, errClass(err))
 	if err != nil && !errors.Is(err, bucketlog.ErrNotInBucket) {

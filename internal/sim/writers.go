@@ -123,6 +123,10 @@ type writerState struct {
 	z       *zombie
 	owners  int               // directories made (live, live-2, …)
 	ev      map[string]uint64 // payload → epoch: what a superseded owner wrote beyond what it may keep
+	// retried: payload of ev → the current owner's tip when it took a
+	// retry of it (retryFailed): a copy above that tip is the current
+	// owner's own, whatever the retry answered.
+	retried map[string]uint64
 	linStep int               // the step lin was read at (-1: never)
 	lin     fencing.Lineage
 	linErr  error
@@ -130,7 +134,7 @@ type writerState struct {
 }
 
 func (r *run) writerInit() {
-	r.ws = &writerState{ev: map[string]uint64{}, linStep: -1}
+	r.ws = &writerState{ev: map[string]uint64{}, retried: map[string]uint64{}, linStep: -1}
 	r.m.zombie = r.zombieServed
 }
 
@@ -176,6 +180,13 @@ func (r *run) zombieServed(rec localseg.Record) *violation {
 		// recovered after a crash (unknown outcome) went through the
 		// current owner, which appended it anew (seed 153). Oracle, not
 		// engine: the payload is no longer only the zombie's.
+		return nil
+	}
+	if tip, ok := r.ws.retried[rec.Payload]; ok && rec.Seq > tip {
+		// The same retry whose outcome was unknown (poisoned before its
+		// answer): the current owner wrote it above its tip at the time,
+		// and a restart that kept the page cache recovered it (seed
+		// 2005359). A zombie's copy lies at or below that tip.
 		return nil
 	}
 	lin, err := r.chainNow(simCtx())
