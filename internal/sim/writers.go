@@ -120,14 +120,14 @@ type zombie struct {
 
 // writerState is the run's part of the two-writer model.
 type writerState struct {
-	z       *zombie
-	owners  int               // directories made (live, live-2, …)
-	ev      map[string]uint64 // payload → epoch: what a superseded owner wrote beyond what it may keep
+	z      *zombie
+	owners int               // directories made (live, live-2, …)
+	ev     map[string]uint64 // payload → epoch: what a superseded owner wrote beyond what it may keep
 	// retried: payload of ev → the current owner's tip when it took a
 	// retry of it (retryFailed): a copy above that tip is the current
 	// owner's own, whatever the retry answered.
 	retried map[string]uint64
-	linStep int               // the step lin was read at (-1: never)
+	linStep int // the step lin was read at (-1: never)
 	lin     fencing.Lineage
 	linErr  error
 	took    int // takeovers
