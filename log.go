@@ -116,7 +116,7 @@ func (l *Log) open(ctx context.Context) error {
 		}
 		if rep := l.fence.Hydrated; rep != nil {
 			l.openRep.Hydrated, l.openRep.Hydrate = rep.Objects > 0, rep
-			l.m.ColdLoad(rep.TailRecords, rep.TailSuperseded, rep.ZombieObjects, len(rep.DamagedTails))
+			l.m.ColdLoad(rep.TailRecords, rep.TailSuperseded, rep.ZombieObjects, len(rep.DamagedTails), len(rep.DamagedSegments))
 		}
 	}
 

@@ -164,7 +164,13 @@
 // is skipped when an intact cursor object's shipped_through lies below all
 // of them (an owner's put that landed damaged and was never put again):
 // never reported shipped, garbage must not brick the restore; the report
-// names it (Report.DamagedTails) and a warning is logged.
+// names it (Report.DamagedTails) and a warning is logged. A damaged
+// segment object is passed over only when it is the last one listed and
+// the tail objects bring the restore to an intact cursor object's
+// shipped_through, or when the next segment starts where it would have
+// started (it held no event) and shipped_through is at or above that
+// start (damagedseg.go, Report.DamagedSegments, a warning); its id is
+// recorded as a jump of the restored store.
 //
 // # After a partial restore
 //

@@ -244,9 +244,15 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 	// filled with empty sealed segments (they hold no frame; no sequence is
 	// claimed by them), and the gaps the lineage allows are recorded as
 	// jumps instead (keepIDs).
+	//
+	// A damaged segment passed over (damagedseg.go) is neither: its id is
+	// a jump, so the store holds no file the bucket's object could be
+	// compared with, and never writes its key.
 	ids := make([]uint64, 0, pre.n+1)
 	for _, it := range items[:pre.n] {
-		ids = append(ids, it.id)
+		if !it.damaged {
+			ids = append(ids, it.id)
+		}
 	}
 	firstFiller := p.mark.Segment + 1
 	if pre.n > 0 {
@@ -255,6 +261,9 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 	for id := firstFiller; id < rep.NextSegment; id++ {
 		if next, ok := p.skipped(id); ok {
 			id = next - 1
+			continue
+		}
+		if pre.damagedLast != nil && id == pre.damagedLast.id {
 			continue
 		}
 		if err := localseg.WriteSegmentFile(fsys, tmp, id, nil); err != nil {
@@ -334,6 +343,13 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 	}
 	opts.Logger.Debug("coldload: tail objects applied", "shard", shard, "objects", tr.used, "took", opts.Now().Sub(phase))
 	tip := tr.cursor
+	if pre.damagedLast != nil && !h.lastAccepted(tip) {
+		return rep, p, pre.damagedLast.err
+	}
+	if rep.DamagedSegments = pre.passed; pre.passed != nil {
+		opts.Logger.Warn("coldload: passed over damaged segment objects: the last one, whose events the tail objects hold through the cursor object's shipped_through, or ones that held no event",
+			"shard", shard, "keys", pre.passed, "shipped_through", p.cursor.ShippedThrough, "restored_through", tip)
+	}
 	if st != nil && st.Tip() != tip {
 		return rep, p, fmt.Errorf("coldload: recovered through sequence %d, the store says %d", tip, st.Tip())
 	}

@@ -140,6 +140,11 @@ type Report struct {
 	// skipped because they held only events beyond the cursor object's
 	// shipped_through and nothing followed them (damagedtail.go).
 	DamagedTails []string `json:"damaged_tails_skipped"`
+	// DamagedSegments lists the segment objects that failed verification
+	// and were passed over: the last one listed, whose events the tail
+	// objects hold up to the cursor object's shipped_through, or one that
+	// held no event (damagedseg.go).
+	DamagedSegments []string `json:"damaged_segments_skipped"`
 	// WatermarkAhead is set (to the reason) when AllowWatermarkAhead let a
 	// restore take a watermark the bucket's objects do not support.
 	WatermarkAhead string `json:"watermark_ahead,omitempty"`

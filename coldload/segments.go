@@ -22,7 +22,11 @@ type segItem struct {
 	// name the missing sequence range, never written.
 	probe bool
 
-	done    bool // read (or failed); guarded by the checker's mutex after start
+	done bool // read (or failed); guarded by the checker's mutex after start
+	// damaged: its bytes failed blobtier's length or digest check (a put
+	// that landed damaged, or damage at rest); err says so. damagedseg.go
+	// decides whether the restore may pass over it.
+	damaged bool
 	zombie  bool // skipped under the lineage rule (lineage.go): it holds no frame here
 	sum     frame.SegmentSummary
 	cons    *segConsumers // its consumer frames (Hydrate with a cursor object)
@@ -104,6 +108,7 @@ func (h *run) fetchSegment(ctx context.Context, it *segItem, bufs *bufPool) {
 	defer bufs.put(data)
 	if err != nil {
 		it.err = &ObjectError{Key: it.key, Err: err}
+		it.damaged = errors.Is(err, blobtier.ErrCorrupt)
 		return
 	}
 	h.read(len(data), -1)
@@ -222,6 +227,13 @@ func (c *orderChecker) finished(i int) {
 	c.items[i].done = true
 	for c.next < len(c.items) && c.items[c.next].done {
 		it := c.items[c.next]
+		if it.damaged && c.p.follows(c.prevID, it.id) {
+			// walkPrefix decides (damagedseg.go); the next segment tells
+			// whether this one held events, so it is read too.
+			c.prevID = it.id
+			c.next++
+			continue
+		}
 		bad := it.err != nil || !c.p.follows(c.prevID, it.id) ||
 			(it.sum.Events > 0 && it.sum.FirstSeq != c.expectSeq && !(c.unknown && it.sum.FirstSeq > c.expectSeq))
 		if bad {
@@ -251,6 +263,10 @@ type prefixResult struct {
 	n       int    // items[:n] form the contiguous prefix
 	lastSeq uint64 // last event sequence of the prefix (the watermark's when none)
 	gap     *GapError
+	// damagedLast: the last segment listed, damaged, follows the prefix;
+	// the tail phase must reach shipped_through (damagedseg.go).
+	damagedLast *segItem
+	passed      []string // damaged segments passed over, in the prefix or after it
 }
 
 // walkPrefix walks the items in id order and returns the contiguous prefix:
@@ -261,6 +277,7 @@ func (h *run) walkPrefix(ctx context.Context, items []*segItem) (prefixResult, e
 	expectID, expectSeq := h.p.mark.Segment+1, h.p.mark.Seq+1
 	prevKey := ""
 	unknown := false // evicted items passed (lazy.go): their events are not known
+	var passed []string
 	for i, it := range items {
 		if !h.p.follows(expectID-1, it.id) {
 			g := &GapError{Shard: h.p.shard, FromSegment: expectID, ToSegment: it.id - 1,
@@ -269,7 +286,7 @@ func (h *run) walkPrefix(ctx context.Context, items []*segItem) (prefixResult, e
 				g.ToSeq = it.sum.FirstSeq - 1
 			}
 			h.markCovered(g)
-			return prefixResult{n: i, lastSeq: expectSeq - 1, gap: g}, nil
+			return prefixResult{n: i, lastSeq: expectSeq - 1, gap: g, passed: passed}, nil
 		}
 		if !it.done {
 			if err := ctx.Err(); err != nil {
@@ -278,6 +295,16 @@ func (h *run) walkPrefix(ctx context.Context, items []*segItem) (prefixResult, e
 			return prefixResult{}, fmt.Errorf("coldload: segment %s was not read", it.key)
 		}
 		if it.err != nil {
+			switch h.passDamaged(items, i, expectSeq, unknown) {
+			case passLast:
+				return prefixResult{n: i, lastSeq: expectSeq - 1, damagedLast: it, passed: append(passed, it.key)}, nil
+			case passEmpty:
+				passed = append(passed, it.key)
+				expectID, prevKey = it.id+1, it.key
+				continue
+			case passFull:
+				return prefixResult{}, &errFull{"the damaged segment " + it.key + " follows segments left in the bucket"}
+			}
 			return prefixResult{}, it.err
 		}
 		if it.evicted {
@@ -295,7 +322,7 @@ func (h *run) walkPrefix(ctx context.Context, items []*segItem) (prefixResult, e
 			if it.sum.FirstSeq > expectSeq {
 				g := &GapError{Shard: h.p.shard, FromSeq: expectSeq, ToSeq: it.sum.FirstSeq - 1, After: prevKey, Before: it.key}
 				h.markCovered(g)
-				return prefixResult{n: i, lastSeq: expectSeq - 1, gap: g}, nil
+				return prefixResult{n: i, lastSeq: expectSeq - 1, gap: g, passed: passed}, nil
 			}
 		}
 		if h.cons != nil {
@@ -307,7 +334,7 @@ func (h *run) walkPrefix(ctx context.Context, items []*segItem) (prefixResult, e
 		expectID = it.id + 1
 		prevKey = it.key
 	}
-	return prefixResult{n: len(items), lastSeq: expectSeq - 1}, nil
+	return prefixResult{n: len(items), lastSeq: expectSeq - 1, passed: passed}, nil
 }
 
 // markCovered notes in a gap whether tail objects cover its sequences.

@@ -30,7 +30,7 @@ var Names = []string{
 	"segments_uploaded_total", "second_writer_detected_total", "gc_ops_total",
 	"bucket_requests_total", "bucket_bytes_total", "oldest_unsealed_age_seconds",
 	"oldest_unreplicated_age_seconds", "unshipped_bytes", "consumer_lag",
-	"zombie_objects", "damaged_tails_skipped",
+	"zombie_objects", "damaged_tails_skipped", "damaged_segments_skipped",
 	"bucket_request_seconds", "tip", "shipped_through", "base",
 	"fenced", "fenced_unpublished_records",
 	// remoteNames (remote.go) follow.
@@ -103,6 +103,7 @@ var helps = map[string]string{
 	"consumer_lag":                    "Events between the tip and a live consumer's cursor.",
 	"zombie_objects":                  "Objects the last cold load of this shard skipped under the lineage rule (a stale writer's).",
 	"damaged_tails_skipped":           "Tail objects the last cold load of this shard skipped as damaged, holding only events beyond the cursor object's shipped_through.",
+	"damaged_segments_skipped":        "Segment objects the last cold load of this shard passed over as damaged: the last one, whose events tail objects held through shipped_through, or ones that held no event.",
 	"bucket_request_seconds":          "Latency of bucket requests by operation and result.",
 	"tip":                             "The shard's last sequence (read at scrape time).",
 	"shipped_through":                 "The contiguous end of what the bucket holds (read at scrape time; 0 without a bucket).",
@@ -133,6 +134,7 @@ type families struct {
 	consumerLag                             *lagCollector
 	zombieObjects                           *prometheus.GaugeVec
 	damagedTails                            *prometheus.GaugeVec
+	damagedSegments                         *prometheus.GaugeVec
 	bucketSeconds                           *prometheus.HistogramVec
 	positions                               *positionCollector
 	remote                                  *remoteCollector
@@ -178,6 +180,7 @@ func newFamilies() *families {
 		unshippedBytes:        gauge("unshipped_bytes"),
 		zombieObjects:         gauge("zombie_objects"),
 		damagedTails:          gauge("damaged_tails_skipped"),
+		damagedSegments:       gauge("damaged_segments_skipped"),
 		fenced:                gauge("fenced"),
 		fencedUnpublished:     gauge("fenced_unpublished_records"),
 		consumerLag: &lagCollector{
@@ -200,7 +203,7 @@ func (f *families) all() []prometheus.Collector {
 		f.tailObjectsSuperseded, f.tailObjectsReclaimed, f.tailReclaimBytes, f.tailReclaimFailed,
 		f.segmentsUploaded, f.secondWriterDetected,
 		f.tailObjectsRetained, f.tailObjectsUnparse, f.oldestUnsealed, f.oldestUnreplicated, f.unshippedBytes,
-		f.zombieObjects, f.damagedTails,
+		f.zombieObjects, f.damagedTails, f.damagedSegments,
 		f.bucketSeconds, f.positions,
 		f.fenced, f.fencedUnpublished, f.remote,
 	}
@@ -274,6 +277,9 @@ type Shard struct {
 	// DamagedTails: the damaged tail objects the last cold load skipped
 	// (coldload.Report.DamagedTails).
 	DamagedTails prometheus.Gauge
+	// DamagedSegments: the damaged segment objects the last cold load
+	// passed over (coldload.Report.DamagedSegments).
+	DamagedSegments prometheus.Gauge
 	// Fenced is 1 once a newer ownership epoch fenced this writer;
 	// FencedUnpublished counts the records it acknowledged locally beyond
 	// what the bucket holds (they stay in its directory).
@@ -320,6 +326,7 @@ func New(reg prometheus.Registerer, shard int) (*Shard, error) {
 		UnshippedBytes:        f.unshippedBytes.WithLabelValues(s),
 		ZombieObjects:         f.zombieObjects.WithLabelValues(s),
 		DamagedTails:          f.damagedTails.WithLabelValues(s),
+		DamagedSegments:       f.damagedSegments.WithLabelValues(s),
 		Fenced:                f.fenced.WithLabelValues(s),
 		FencedUnpublished:     f.fencedUnpublished.WithLabelValues(s),
 		GCReclaimed:           f.gcOps.WithLabelValues(s, "reclaimed"),
@@ -345,13 +352,14 @@ func New(reg prometheus.Registerer, shard int) (*Shard, error) {
 }
 
 // ColdLoad records what a cold load of this shard found: events recovered
-// from tail objects, tail objects superseded, zombie objects skipped and
-// damaged tail objects skipped.
-func (m *Shard) ColdLoad(tailRecords, tailSuperseded, zombies, damagedTails int) {
+// from tail objects, tail objects superseded, zombie objects skipped, and
+// damaged tail and segment objects skipped.
+func (m *Shard) ColdLoad(tailRecords, tailSuperseded, zombies, damagedTails, damagedSegments int) {
 	m.TailRecoveredRecords.Add(float64(tailRecords))
 	m.TailObjectsSuperseded.Add(float64(tailSuperseded))
 	m.ZombieObjects.Set(float64(zombies))
 	m.DamagedTails.Set(float64(damagedTails))
+	m.DamagedSegments.Set(float64(damagedSegments))
 }
 
 // Op counts one operation with its outcome.

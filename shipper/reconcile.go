@@ -167,6 +167,12 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 		case id > highest || (ok && !seg.Sealed):
 			return fmt.Errorf("%w: the bucket holds segment %d (%s) and the local store's active segment is %d", ErrStaleDisk, id, info.Key, highest)
 		case !ok:
+			if passed, err := s.passedOver(ctx, info); err != nil || passed {
+				if err != nil {
+					return err
+				}
+				continue
+			}
 			return fmt.Errorf("%w: the bucket holds segment %d (%s) that the local store lacks", ErrDiverged, id, info.Key)
 		}
 		match, damaged, err := s.matches(ctx, reads, info, seg, !verifiedAtStart(seg, snap.Segments, cur.ShippedThrough, tails))

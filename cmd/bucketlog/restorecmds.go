@@ -74,6 +74,8 @@ Output (report fields):
   consumers_deleted      consumers the frames carry but the cursor object shows were deleted
   cursor_damaged         the cursor object was damaged; restored without it
   damaged_tails_skipped  damaged last tail objects skipped: they held only events beyond shipped_through
+  damaged_segments_skipped  damaged segment objects passed over: the last one (tail objects held its
+                         events through shipped_through) or ones that held no event
   watermark_ahead        why the watermark was unsupported (--allow-watermark-ahead)
   gaps, short            what --allow-partial stepped over
   empty                  the bucket held nothing for the shard (--allow-empty)
@@ -232,6 +234,9 @@ func (c *cli) restoreShard(ro bucketlog.RestoreOptions, n int) (restoreOutput, e
 	}
 	if rep.CursorDamaged {
 		fmt.Fprintf(c.stderr, "restore: shard %d: warning: the cursor object is damaged; consumers come from the frames alone and shipped_through was not checked\n", n)
+	}
+	for _, key := range rep.DamagedSegments {
+		fmt.Fprintf(c.stderr, "restore: shard %d: warning: passed over the damaged segment object %s: tail objects hold its events through shipped_through %d, or it held none\n", n, key, rep.ShippedThrough)
 	}
 	for _, key := range rep.DamagedTails {
 		fmt.Fprintf(c.stderr, "restore: shard %d: warning: skipped the damaged tail object %s: it held only events beyond shipped_through %d (never confirmed in the bucket), which are not restored\n", n, key, rep.ShippedThrough)
