@@ -44,6 +44,7 @@ func TestDamagedSegmentPassedOver(t *testing.T) {
 		{name: "next starts where the previous ended", badSeg: [2]uint64{6, 10}, next: [2]uint64{6, 12}, shipped: 12, cursor: "ok", want: 12},
 		// RED: a shipped event only the damaged segment held.
 		{name: "last, holds a shipped event", tails: [][2]uint64{{6, 8}}, badSeg: [2]uint64{6, 10}, shipped: 10, cursor: "ok"},
+		{name: "last, a hole before the tails", tails: [][2]uint64{{9, 10}}, badSeg: [2]uint64{6, 10}, shipped: 10, cursor: "ok"},
 		{name: "last, no cursor object", tails: [][2]uint64{{6, 10}}, badSeg: [2]uint64{6, 10}, cursor: "none"},
 		{name: "last, damaged cursor object", tails: [][2]uint64{{6, 10}}, badSeg: [2]uint64{6, 10}, shipped: 10, cursor: "damaged"},
 		// RED: in the middle, it held events (the next starts later),

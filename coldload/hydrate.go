@@ -333,6 +333,11 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 		return s.AppendRecovered(frames)
 	})
 	rep.TailObjects, rep.TailSuperseded, rep.TailRecords = tr.used, tr.superseded, tr.records
+	if pre.damagedLast != nil && (len(tr.gaps) > 0 || (err == nil && !h.lastAccepted(tr.cursor))) {
+		// The events only the damaged last segment held are lost: its
+		// error, never a gap or a shortened replay (damagedseg.go).
+		return rep, p, pre.damagedLast.err
+	}
 	rep.Gaps = append(rep.Gaps, tr.gaps...)
 	if err != nil {
 		return rep, p, err
@@ -343,9 +348,6 @@ func hydrateInto(ctx context.Context, b Reader, shard uint32, tmp string, opts O
 	}
 	opts.Logger.Debug("coldload: tail objects applied", "shard", shard, "objects", tr.used, "took", opts.Now().Sub(phase))
 	tip := tr.cursor
-	if pre.damagedLast != nil && !h.lastAccepted(tip) {
-		return rep, p, pre.damagedLast.err
-	}
 	if rep.DamagedSegments = pre.passed; pre.passed != nil {
 		opts.Logger.Warn("coldload: passed over damaged segment objects: the last one, whose events the tail objects hold through the cursor object's shipped_through, or ones that held no event",
 			"shard", shard, "keys", pre.passed, "shipped_through", p.cursor.ShippedThrough, "restored_through", tip)
