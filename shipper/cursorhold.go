@@ -90,7 +90,7 @@ func (s *Shipper) releaseCursor(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("rebuild the damaged cursor object: %w", err)
 	}
-	s.repl.KnowCursor(snap.Consumers)
+	s.repl.KnowCursor(snap.Consumers, c.ShippedThrough)
 	s.mu.Lock()
 	s.hold = nil
 	s.mu.Unlock()

@@ -329,7 +329,7 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 		s.log.Error("the cursor object was damaged; rebuilt from the owner's state", "key", blobtier.CursorKey(s.shard),
 			"shipped_through", c.ShippedThrough, "consumers", len(c.Consumers))
 		if floor > shipped {
-			s.repl.KnowCursor(snap.Consumers)
+			s.repl.KnowCursor(snap.Consumers, c.ShippedThrough)
 		}
 	default:
 		// The consumers the bucket's cursor object holds now: a consumer
@@ -338,7 +338,7 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 		if err := s.dropCursorDeleted(cur, snap); err != nil {
 			return err
 		}
-		s.repl.KnowCursor(cur.Consumers)
+		s.repl.KnowCursor(cur.Consumers, cur.ShippedThrough)
 	}
 	s.listed = &view
 	s.rec.BucketTip = bucketTip

@@ -78,14 +78,20 @@ func (r *Replicator) syncCursorLocked(ctx context.Context, b CursorStore, throug
 }
 
 // KnowCursor tells a new Replicator what the bucket's cursor object holds
-// (its consumers, as read at start), so a pass rewrites it as soon as the
-// store's consumers differ: a consumer deleted after a restart, with no
-// event since, must still leave the object, or a restore brings it back.
-func (r *Replicator) KnowCursor(consumers map[string]uint64) {
+// (its consumers and its shipped_through, as read at start), so a pass
+// rewrites it as soon as the store's consumers differ (a consumer deleted
+// after a restart, with no event since, must still leave the object, or a
+// restore brings it back) or the shipped position is past the object's.
+// CursorShipped then says what the object says, not what the start
+// position implies: GC's witness rule reads it (a watermark past the
+// object's shipped_through, with the objects below it deleted, has no
+// witness left).
+func (r *Replicator) KnowCursor(consumers map[string]uint64, shippedThrough uint64) {
 	r.cursorMu.Lock()
 	defer r.cursorMu.Unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.cursorShipped = min(r.cursorShipped, shippedThrough)
 	r.cursorConsumers = maps.Clone(consumers)
 	if r.cursorConsumers == nil {
 		r.cursorConsumers = map[string]uint64{}
