@@ -214,6 +214,13 @@ func (h *Hub) loop() {
 // subscriber left first (the loop re-checks).
 func (h *Hub) waitGap(gap *time.Timer, ch <-chan struct{}, pos uint64) bool {
 	early := uint64(max(h.maxItems/2, 1))
+	// The commits before ch was taken close no channel this wait sees:
+	// count them first, or half a bound committed at once waits out the
+	// whole gap (and a subscriber may be ended for what it gathered).
+	if h.src.Tip()-pos >= early {
+		gap.Stop()
+		return true
+	}
 	for {
 		select {
 		case <-gap.C:

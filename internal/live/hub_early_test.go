@@ -3,6 +3,7 @@ package live_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,6 +68,70 @@ func TestHubPublishesEarlyBeforeTheBound(t *testing.T) {
 		}
 		for last < uint64(1+(round+1)*bound/2) {
 			take()
+		}
+	}
+}
+
+// quietSource is a Source whose commit channels never close: every commit
+// it reports lands before the hub takes its next channel (a fast disk's
+// group commits overtaking the hub's goroutine).
+type quietSource struct {
+	mu  sync.Mutex
+	tip uint64
+}
+
+func (q *quietSource) Tip() uint64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.tip
+}
+
+func (q *quietSource) TipChanged() (<-chan struct{}, error) { return make(chan struct{}), nil }
+
+// TestHubCountsCommitsBeforeItsWait: half a bound committed at once, all
+// of it before the hub waits for the next commit, is published at once
+// too, not after the gap (an hour here). The early check used to follow
+// only the commits during the wait, so on a fast disk (TMPDIR on tmpfs)
+// TestHubPublishesEarlyBeforeTheBound waited out its whole timeout.
+func TestHubCountsCommitsBeforeItsWait(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	const bound = 10
+	src := &quietSource{tip: 1}
+	scan := func(after uint64, limit int) ([]localseg.Record, bool, error) {
+		var recs []localseg.Record
+		for s := after + 1; s <= src.Tip() && len(recs) < limit; s++ {
+			recs = append(recs, localseg.Record{Seq: s, Payload: fmt.Sprint(s)})
+		}
+		if after == 0 { // the first publication: then half a bound commits at once
+			src.mu.Lock()
+			src.tip += bound / 2
+			src.mu.Unlock()
+		}
+		return recs, false, nil
+	}
+	h := live.NewHub(src, scan, func(r localseg.Record) []byte { return []byte(r.Payload) }, bound, 1<<20)
+	h.MinGap, h.GapPerSub, h.MaxGap = time.Hour, 0, 0
+	s, _ := h.Join(0, "")
+	if s == nil {
+		t.Fatal("join refused at the hub's position")
+	}
+	defer h.Wait()
+	defer h.Leave(s)
+	ctx, cancel := context.WithTimeout(context.Background(), long)
+	defer cancel()
+	var last uint64
+	for last < 1+bound/2 {
+		select {
+		case <-s.Ready():
+		case <-ctx.Done():
+			t.Fatalf("after %d: half a bound committed before the hub's wait was not published", last)
+		}
+		items, err := s.Take()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range items {
+			last = it.Seq
 		}
 	}
 }
