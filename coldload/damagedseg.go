@@ -6,7 +6,7 @@ type passKind int
 const (
 	passNone  passKind = iota // its error ends the restore
 	passLast                  // the prefix ends before it; the tail objects go on (checked after them)
-	passEmpty                 // it held no event of the log: an empty segment file keeps its id
+	passEmpty                 // it held no event of the log: its id becomes a jump of the restored store
 	passFull                  // it follows segments a lazy hydrate left remote: download all
 )
 
