@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -90,6 +91,7 @@ func run(args []string) int {
 	allowTmpfs := fs.Bool("allow-tmpfs", false, "run even if -dir is on tmpfs (fsync numbers are then meaningless)")
 	keep := fs.Bool("keep", false, "keep the scratch directory")
 	out := fs.String("out", "", "JSON output path (default results/<time>.json)")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (every selected section) to this file")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -173,6 +175,19 @@ func run(args []string) int {
 	cfg := map[string]any{
 		"quick": *quick, "duration": duration.String(), "reps": *reps, "events": *events,
 		"executions": *execs, "writers": ws, "payloads": ps,
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: -cpuprofile: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: -cpuprofile: %v\n", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
 	}
 	started := time.Now()
 	machine := harness.DescribeMachine(work, "..")
