@@ -80,7 +80,8 @@ type Options struct {
 	// background work starts.
 	ReadOnly bool
 	// NoBackground opens a writable shard without starting the uploader,
-	// tail ticker and GC task (one-shot commands drive them by hand).
+	// tail ticker and GC task (one-shot commands drive them by hand); a
+	// scan's read-ahead of evicted segments runs within the call.
 	NoBackground bool
 
 	// ShutdownShipTimeout bounds the last tail shipment of Close (default

@@ -15,9 +15,9 @@ import (
 // segSource serves segment objects of shard 0, epoch 0, from a bucket.
 type segSource struct{ b blobtier.Bucket }
 
-func (r segSource) FetchSegment(ctx context.Context, id uint64) ([]byte, error) {
-	data, _, err := r.b.Get(ctx, blobtier.SegmentKey(0, id))
-	return data, err
+func (r segSource) FetchSegment(ctx context.Context, id uint64) ([]byte, uint64, error) {
+	data, m, err := r.b.Get(ctx, blobtier.SegmentKey(0, id))
+	return data, m.XXH64, err
 }
 
 // TestLazyHydrateKeepsADeletedConsumerDeleted (sim seed 400528): consumer

@@ -61,10 +61,10 @@ type fetchCounter struct {
 	n atomic.Int64
 }
 
-func (f *fetchCounter) FetchSegment(ctx context.Context, id uint64) ([]byte, error) {
+func (f *fetchCounter) FetchSegment(ctx context.Context, id uint64) ([]byte, uint64, error) {
 	f.n.Add(1)
-	data, _, err := f.b.Get(ctx, blobtier.SegmentKey(0, id))
-	return data, err
+	data, m, err := f.b.Get(ctx, blobtier.SegmentKey(0, id))
+	return data, m.XXH64, err
 }
 
 // ownerOpen opens dir as an owner resolving unknown firsts (with no

@@ -5,17 +5,19 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/cespare/xxhash/v2"
+
 	"github.com/bucketlog/bucketlog/inspect"
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
 type mapRemote map[uint64][]byte
 
-func (m mapRemote) FetchSegment(_ context.Context, id uint64) ([]byte, error) {
+func (m mapRemote) FetchSegment(_ context.Context, id uint64) ([]byte, uint64, error) {
 	if b, ok := m[id]; ok {
-		return b, nil
+		return b, xxhash.Sum64(b), nil
 	}
-	return nil, fmt.Errorf("no segment %d", id)
+	return nil, 0, fmt.Errorf("no segment %d", id)
 }
 
 // An evicted segment is listed as remote, not as a problem.

@@ -228,6 +228,12 @@ type Options struct {
 	// DefaultRemoteCacheBytes).
 	Remote           RemoteSource
 	RemoteCacheBytes int64
+	// ReadAheadInline fetches a sequential read's next evicted segment
+	// (remote.go, readAhead) within the read, after its page is located
+	// and before its own fetches, instead of in the background: no
+	// goroutine outlives a call (a NoBackground log; the simulation's
+	// bucket calls stay in one order).
+	ReadAheadInline bool
 	// ResolveFirsts makes a writable open read, before it changes a
 	// byte, every evicted segment a lazy hydrate recorded with its first
 	// event not known (FirstUnknown) and record its real first event in

@@ -252,7 +252,12 @@
 // Options.Remote, checked as a restore checks an object: length and xxh64
 // against evicted.json, every frame (CRC, body, sequences); a bounded LRU
 // (Options.RemoteCacheBytes) keeps fetched segments, one fetch per segment
-// at a time. Any failure of such a read is ErrRemoteRead (a storage error,
+// at a time. A sequential read (Scan, Pull and the reads streams make)
+// fetches the evicted segment after its page's last one ahead, in the
+// background (within the read with Options.ReadAheadInline): at most one
+// such segment beside the cache; a page holds the cached copies it reads,
+// and those copies, verified once at the fetch, are read in place without
+// a second CRC pass. Per-execution reads never read ahead. Any failure of such a read is ErrRemoteRead (a storage error,
 // 503; never ErrCorrupt, never a short page, never sticky: the next read
 // tries again). A reclaim of an evicted range removes it like any other
 // (its index file; there is no segment file); entries at or below

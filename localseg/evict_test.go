@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/cespare/xxhash/v2"
+
 	"github.com/bucketlog/bucketlog/localseg"
 	"github.com/bucketlog/bucketlog/localseg/faultfs"
 )
@@ -22,24 +24,32 @@ type fakeRemote struct {
 	objs    map[uint64][]byte
 	fail    error
 	fetched map[uint64]int
+	// before, when set, runs first on every fetch (outside mu); its error
+	// is the fetch's.
+	before func(ctx context.Context, id uint64) error
 }
 
 func newFakeRemote() *fakeRemote {
 	return &fakeRemote{objs: map[uint64][]byte{}, fetched: map[uint64]int{}}
 }
 
-func (r *fakeRemote) FetchSegment(_ context.Context, id uint64) ([]byte, error) {
+func (r *fakeRemote) FetchSegment(ctx context.Context, id uint64) ([]byte, uint64, error) {
+	if r.before != nil {
+		if err := r.before(ctx, id); err != nil {
+			return nil, 0, err
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.fail != nil {
-		return nil, r.fail
+		return nil, 0, r.fail
 	}
 	r.fetched[id]++
 	b, ok := r.objs[id]
 	if !ok {
-		return nil, fmt.Errorf("no object for segment %d", id)
+		return nil, 0, fmt.Errorf("no object for segment %d", id)
 	}
-	return append([]byte(nil), b...), nil
+	return append([]byte(nil), b...), xxhash.Sum64(b), nil
 }
 
 func (r *fakeRemote) has(id uint64) bool {
@@ -50,7 +60,7 @@ func (r *fakeRemote) has(id uint64) bool {
 }
 
 // ship copies every sealed segment into the fake bucket ("durable").
-func (r *fakeRemote) ship(t *testing.T, s *localseg.Store) {
+func (r *fakeRemote) ship(t testing.TB, s *localseg.Store) {
 	t.Helper()
 	snap, err := s.Snapshot()
 	if err != nil {

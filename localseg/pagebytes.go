@@ -54,12 +54,18 @@ func (s *Store) ScanBytes(after uint64, limit int, maxBytes int64) (p Page, cut 
 		p.RecordCount = s.tip - from
 	}
 	locs, err := s.locateRunLocked(from+1, min(p.RecordCount, uint64(limit)))
+	kept, cut := cutLocs(locs, maxBytes)
+	var hold pageHold
+	var next *evictEntry
+	if err == nil {
+		hold, next = s.readAheadLocked(kept)
+	}
 	s.mu.Unlock()
+	s.ev.readAhead(next)
 	if err != nil {
 		return Page{}, false, err
 	}
-	kept, cut := cutLocs(locs, maxBytes)
-	p.Records, err = s.readLocs(kept)
+	p.Records, err = s.readLocsHeld(kept, hold)
 	putLocs(locs)
 	if err != nil {
 		return Page{}, false, err

@@ -5,11 +5,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"runtime"
 	"sort"
 	"sync"
-
-	"github.com/bucketlog/bucketlog/frame"
 )
 
 // ensureIndexMode builds the read index if it is not built yet. After an O(1)
@@ -105,17 +102,6 @@ func (s *Store) openReader(id uint64) (io.ReaderAt, func(), error) {
 	return r.f, func() { s.readers.put(r) }, nil
 }
 
-// readRange reads [from, to) of segment id into buf (grown as needed). It
-// takes no lock of the store's.
-func (s *Store) readRange(id uint64, buf []byte, from, to int64) ([]byte, error) {
-	r, err := s.readers.get(id)
-	if err != nil {
-		return buf, fmt.Errorf("localseg: open segment %d: %w", id, err)
-	}
-	defer s.readers.put(r)
-	return readSeg(r.f, id, buf, from, to)
-}
-
 // locLocked locates seq through the index, with the end of its segment.
 func (s *Store) locLocked(seq uint64) (loc, error) {
 	l, ok := s.idx.locate(seq)
@@ -177,150 +163,6 @@ func getLocs(n uint64) []loc {
 // putLocs gives back a slice of getLocs that nothing uses any more.
 func putLocs(locs []loc) { locPool.Put(&locs) }
 
-// maxReadSpan bounds one read of adjacent frames.
-const maxReadSpan = 256 << 10
-
-// parallelReadMin is the size of a read above which readLocs splits it
-// among goroutines: each run is read, CRC-checked and parsed on its own, so
-// a large page takes the time of its share.
-const parallelReadMin = 512 << 10
-
-// readLocs reads the events at locs, coalescing adjacent frames of one
-// segment into one read; a large read is split among up to GOMAXPROCS
-// goroutines (the first error in record order is returned).
-func (s *Store) readLocs(locs []loc) ([]Record, error) {
-	out := make([]Record, len(locs))
-	var total int64
-	for i := range locs {
-		total += locs[i].end - locs[i].off
-	}
-	parts := int(min(int64(runtime.GOMAXPROCS(0)), total/(parallelReadMin/2), maxReplayWorkers))
-	if parts <= 1 {
-		return out, s.readLocsInto(locs, out)
-	}
-	errs := make([]error, parts)
-	var wg sync.WaitGroup
-	for k := range parts {
-		lo, hi := k*len(locs)/parts, (k+1)*len(locs)/parts
-		wg.Go(func() { errs[k] = s.readLocsInto(locs[lo:hi], out[lo:hi]) })
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
-// readScratch holds the buffers that runs of frames are read into before
-// they are copied into the string their records share.
-var readScratch = sync.Pool{New: func() any { return new([]byte) }}
-
-// readLocsInto reads the events at locs into out (of the same length).
-func (s *Store) readLocsInto(locs []loc, out []Record) error {
-	sp := readScratch.Get().(*[]byte)
-	scratch := *sp
-	defer func() {
-		*sp = scratch[:0]
-		readScratch.Put(sp)
-	}()
-	for i := 0; i < len(locs); {
-		start, end := locs[i].off, locs[i].end
-		j := i + 1
-		for j < len(locs) && locs[j].seg == locs[i].seg && locs[j].off == locs[j-1].end && locs[j].end-start <= maxReadSpan {
-			end = locs[j].end
-			j++
-		}
-		if end-start > maxReadSpan {
-			// One location whose span holds more than its frame (a
-			// large frame, or consumer frames after it): read its
-			// header to know its length.
-			var hdr [HeaderSize]byte
-			if err := s.readAt(locs[i].seg, hdr[:], start); err != nil {
-				return err
-			}
-			n := int64(le32(hdr[4:]))
-			if le32(hdr[:]) != FrameMagic || n > MaxBodyLen || start+HeaderSize+n > end {
-				return &CorruptionError{Segment: locs[i].seg, Offset: start, Err: frame.ErrBadMagic}
-			}
-			end = start + HeaderSize + n
-		}
-		// The run is read into a reused scratch buffer (warm in the
-		// cache, never zeroed again) and checked there; the records'
-		// fields are substrings of one string copied from it (one
-		// allocation and one copy a run, not three allocations a record,
-		// and no clearing of fresh memory that the read overwrites).
-		buf, err := s.readRange(locs[i].seg, scratch[:0], start, end)
-		if cap(buf) <= maxReadSpan {
-			scratch = buf[:0]
-		}
-		if err != nil {
-			if errors.Is(err, ErrClosed) {
-				return err
-			}
-			return s.readErr(locs[i].seg, err)
-		}
-		page := string(buf)
-		for k := i; k < j; k++ {
-			if err := decodeRecord(&out[k], buf, page, int(locs[k].off-start), &locs[k]); err != nil {
-				return err
-			}
-		}
-		i = j
-	}
-	return nil
-}
-
-// decodeRecord decodes the event frame at b[o:], which the index says is
-// event l.seq, into rec; page is string(b). It writes rec in place (a
-// record is too large to return and copy a million times cheaply).
-func decodeRecord(rec *Record, b []byte, page string, o int, l *loc) error {
-	_, body, err := frame.At(b, o)
-	if err != nil {
-		return &CorruptionError{Segment: l.seg, Offset: l.off, Err: err}
-	}
-	// Every indexed frame was validated by the replay that indexed it (or
-	// written by this package's encoder) and its CRC still matches: only
-	// locate its strings (by the layout alone when the replay found no
-	// escape in the segment).
-	var v frame.View
-	ok := false
-	if l.plain {
-		ok = frame.ParseEventPlain(body, &v)
-	}
-	if !ok {
-		v, ok = frame.ParseTrusted(body)
-	}
-	seq := uint64(0) // not an event: reported below
-	if ok && v.Kind == KindEvent {
-		at := o + HeaderSize
-		field := func(sp frame.Span) string {
-			if sp.Esc {
-				return frame.Unescape(body[sp.Lo:sp.Hi])
-			}
-			return page[at+int(sp.Lo) : at+int(sp.Hi)]
-		}
-		seq = v.Seq
-		rec.Seq, rec.ExecutionID, rec.TransactionID, rec.Payload = v.Seq, field(v.Exec), field(v.Txn), field(v.Payload)
-	} else {
-		f, err := frame.DecodeBody(body)
-		if err != nil {
-			return &CorruptionError{Segment: l.seg, Offset: l.off, Err: err}
-		}
-		if f.Kind == KindEvent {
-			seq = f.Seq
-			*rec = Record{Seq: f.Seq, ExecutionID: f.ExecutionID, TransactionID: f.TransactionID, Payload: f.Payload}
-		}
-	}
-	if seq != l.seq {
-		*rec = Record{}
-		return &CorruptionError{Segment: l.seg, Offset: l.off,
-			Err: fmt.Errorf("%w: the index locates event %d here, found another frame (sequence %d)", ErrCorrupt, l.seq, seq)}
-	}
-	return nil
-}
-
 // Scan returns up to limit records after sequence after, in order. A
 // cursor below the reclaim base is clamped to it (Clamped). RecordCount
 // counts every record after the (clamped) cursor. An empty store answers
@@ -349,11 +191,17 @@ func (s *Store) Scan(after uint64, limit int) (Page, error) {
 		p.RecordCount = s.tip - from
 	}
 	locs, err := s.locateRunLocked(from+1, min(p.RecordCount, uint64(limit)))
+	var hold pageHold
+	var next *evictEntry
+	if err == nil {
+		hold, next = s.readAheadLocked(locs)
+	}
 	s.mu.Unlock()
+	s.ev.readAhead(next)
 	if err != nil {
 		return Page{}, err
 	}
-	p.Records, err = s.readLocs(locs)
+	p.Records, err = s.readLocsHeld(locs, hold)
 	putLocs(locs)
 	if err != nil {
 		return Page{}, err
@@ -377,11 +225,17 @@ func (s *Store) readAfter(cursor uint64, limit int) ([]Record, uint64, error) {
 		count = s.tip - from
 	}
 	locs, err := s.locateRunLocked(from+1, min(count, uint64(limit)))
+	var hold pageHold
+	var next *evictEntry
+	if err == nil {
+		hold, next = s.readAheadLocked(locs)
+	}
 	s.mu.Unlock()
+	s.ev.readAhead(next)
 	if err != nil {
 		return nil, 0, err
 	}
-	recs, err := s.readLocs(locs)
+	recs, err := s.readLocsHeld(locs, hold)
 	putLocs(locs)
 	return recs, count, err
 }

@@ -10,15 +10,16 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/cespare/xxhash/v2"
 )
 
 // RemoteSource fetches the bytes of an evicted sealed segment from the
 // bucket (the shipper's RemoteSegments). A failure is returned as it is;
 // the store reports it as ErrRemoteRead, never as corruption.
 type RemoteSource interface {
-	FetchSegment(ctx context.Context, id uint64) ([]byte, error)
+	// FetchSegment returns the segment object's bytes and their xxh64,
+	// computed as they were read (the store compares it with what it
+	// evicted instead of hashing the bytes a second time).
+	FetchSegment(ctx context.Context, id uint64) (data []byte, xxh64 uint64, err error)
 }
 
 // ErrRemoteRead reports an evicted segment that could not be read from the
@@ -45,7 +46,17 @@ type evictState struct {
 	bytes   int64
 	limit   int64
 	flight  map[uint64]*fetchCall
+	// ahead is the read-ahead slot (readAhead): at most one segment
+	// fetched before a scan asks for it, held beside the LRU so that it
+	// never evicts what a page is reading. A read of it moves it into the
+	// LRU.
+	ahead     *aheadCall
+	inline    bool            // Options.ReadAheadInline
+	ctx       context.Context // cancelled at close: ends a read-ahead
+	cancel    context.CancelFunc
+	aheadDone sync.WaitGroup
 
+	aheads,
 	fetches, fetchBytes, hits, misses, failures, evicted atomic.Int64
 }
 
@@ -55,18 +66,37 @@ type cached struct {
 }
 
 type fetchCall struct {
-	done chan struct{}
-	data []byte
-	err  error
+	done  chan struct{}
+	data  []byte
+	err   error
+	ahead bool // a read-ahead's: when it failed, a read waiting on it fetches again
 }
 
-func (e *evictState) init(remote RemoteSource, limit int64) {
-	e.remote, e.limit = remote, limit
+// aheadCall is a read-ahead's fetch. Its fields other than the fetchCall's
+// are guarded by evictState.mu.
+type aheadCall struct {
+	id uint64
+	*fetchCall
+	finished bool // its fetch returned (data, err are set)
+	taken    bool // handed to reads as a fetch in flight: it files its bytes in the LRU
+}
+
+func (e *evictState) init(remote RemoteSource, limit int64, inline bool) {
+	e.remote, e.limit, e.inline = remote, limit, inline
 	if e.limit == 0 {
 		e.limit = DefaultRemoteCacheBytes
 	}
 	e.entries = map[uint64]evictEntry{}
 	e.lru, e.byID, e.flight = list.New(), map[uint64]*list.Element{}, map[uint64]*fetchCall{}
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+}
+
+// close ends a read-ahead in flight and waits for it (Store.Close).
+func (e *evictState) close() {
+	if e.cancel != nil {
+		e.cancel()
+	}
+	e.aheadDone.Wait()
 }
 
 func (e *evictState) setEntries(entries []evictEntry) {
@@ -114,46 +144,136 @@ func (e *evictState) forgetThrough(id uint64) {
 			}
 		}
 	}
+	if e.ahead != nil && e.ahead.id <= id {
+		e.ahead = nil // its goroutine ends on its own; nobody takes its bytes
+	}
+}
+
+// readAhead starts fetching evicted segment en before a sequential read
+// (a scan, a pull, a stream) reaches it, so that its GET overlaps the
+// checks and decoding of the segment before it. It does nothing when en is
+// cached, being fetched, larger than the cache, or when a read-ahead is
+// still in flight; a finished read-ahead nobody took is dropped. Memory:
+// at most one segment beside the cache and the fetches reads wait for. A
+// failed read-ahead is forgotten: a read that wanted it fetches again and
+// reports its own outcome.
+func (e *evictState) readAhead(en *evictEntry) {
+	if en == nil {
+		return
+	}
+	e.mu.Lock()
+	if e.remote == nil || e.ctx.Err() != nil || e.byID[en.ID] != nil || e.flight[en.ID] != nil || en.Size > e.limit {
+		e.mu.Unlock()
+		return
+	}
+	if a := e.ahead; a != nil && (!a.finished || (a.id == en.ID && a.err == nil)) {
+		e.mu.Unlock()
+		return
+	}
+	a := &aheadCall{id: en.ID, fetchCall: &fetchCall{done: make(chan struct{}), ahead: true}}
+	e.ahead = a
+	e.aheads.Add(1)
+	e.aheadDone.Add(1)
+	remote, ctx, inline := e.remote, e.ctx, e.inline
+	e.mu.Unlock()
+	fetch := func() {
+		defer e.aheadDone.Done()
+		data, err := fetchVerified(ctx, remote, *en)
+		e.mu.Lock()
+		a.data, a.err, a.finished = data, err, true
+		if err == nil {
+			e.fetches.Add(1)
+			e.fetchBytes.Add(int64(len(data)))
+		}
+		if a.taken {
+			delete(e.flight, a.id)
+			if err == nil {
+				e.keepLocked(a.id, data)
+			}
+		}
+		e.mu.Unlock()
+		close(a.done)
+	}
+	if inline {
+		fetch()
+		return
+	}
+	go fetch()
+}
+
+// takeAheadLocked hands the read-ahead of a segment in [lo, hi] over to
+// the reads: its bytes go into the LRU, or, still in flight, it becomes
+// the segment's fetch in flight. It returns the segment's id, if any.
+func (e *evictState) takeAheadLocked(lo, hi uint64) (uint64, bool) {
+	a := e.ahead
+	if a == nil || a.id < lo || a.id > hi {
+		return 0, false
+	}
+	e.ahead = nil
+	switch {
+	case !a.finished:
+		a.taken = true
+		e.flight[a.id] = a.fetchCall
+	case a.err == nil:
+		e.keepLocked(a.id, a.data)
+	}
+	return a.id, true
+}
+
+// keepLocked puts a segment's fetched bytes into the LRU while it is still
+// evicted, evicting the least recently used past the limit.
+func (e *evictState) keepLocked(id uint64, data []byte) {
+	if _, still := e.entries[id]; !still || int64(len(data)) > e.limit || e.byID[id] != nil {
+		return
+	}
+	e.byID[id] = e.lru.PushFront(&cached{id: id, data: data})
+	e.bytes += int64(len(data))
+	for e.bytes > e.limit {
+		old := e.lru.Back()
+		v := old.Value.(*cached)
+		e.lru.Remove(old)
+		delete(e.byID, v.id)
+		e.bytes -= int64(len(v.data))
+	}
 }
 
 // fetch returns the verified bytes of evicted segment en, from the cache
 // or the bucket (one fetch at a time per segment).
 func (e *evictState) fetch(en evictEntry) ([]byte, error) {
 	e.mu.Lock()
-	if el := e.byID[en.ID]; el != nil {
-		e.lru.MoveToFront(el)
-		e.mu.Unlock()
-		e.hits.Add(1)
-		return el.Value.(*cached).data, nil
+	for {
+		if el := e.byID[en.ID]; el != nil {
+			e.lru.MoveToFront(el)
+			e.mu.Unlock()
+			e.hits.Add(1)
+			return el.Value.(*cached).data, nil
+		}
+		if c := e.flight[en.ID]; c != nil {
+			e.mu.Unlock()
+			<-c.done
+			if c.err == nil || !c.ahead {
+				return c.data, c.err
+			}
+			e.mu.Lock()
+			continue // a read-ahead that failed: fetch it here
+		}
+		if _, ok := e.takeAheadLocked(en.ID, en.ID); !ok {
+			break
+		}
 	}
-	if c := e.flight[en.ID]; c != nil {
-		e.mu.Unlock()
-		<-c.done
-		return c.data, c.err
-	}
+	e.misses.Add(1)
 	c := &fetchCall{done: make(chan struct{})}
 	e.flight[en.ID] = c
-	remote := e.remote
+	remote, ctx := e.remote, e.ctx
 	e.mu.Unlock()
-	e.misses.Add(1)
 
-	c.data, c.err = fetchVerified(remote, en)
+	c.data, c.err = fetchVerified(ctx, remote, en)
 	e.mu.Lock()
 	delete(e.flight, en.ID)
 	if c.err == nil {
 		e.fetches.Add(1)
 		e.fetchBytes.Add(int64(len(c.data)))
-		if _, still := e.entries[en.ID]; still && int64(len(c.data)) <= e.limit {
-			e.byID[en.ID] = e.lru.PushFront(&cached{id: en.ID, data: c.data})
-			e.bytes += int64(len(c.data))
-			for e.bytes > e.limit {
-				old := e.lru.Back()
-				v := old.Value.(*cached)
-				e.lru.Remove(old)
-				delete(e.byID, v.id)
-				e.bytes -= int64(len(v.data))
-			}
-		}
+		e.keepLocked(en.ID, c.data)
 	} else {
 		e.failures.Add(1)
 	}
@@ -165,19 +285,19 @@ func (e *evictState) fetch(en evictEntry) ([]byte, error) {
 // fetchVerified fetches en and checks it as a restore checks a segment
 // object: its length and xxh64 against what left the disk, and every
 // frame (magic, length, CRC, body, consecutive sequences from en.First).
-func fetchVerified(remote RemoteSource, en evictEntry) ([]byte, error) {
+func fetchVerified(ctx context.Context, remote RemoteSource, en evictEntry) ([]byte, error) {
 	if remote == nil {
 		return nil, fmt.Errorf("%w: segment %d is evicted and the store has no bucket to read it from", ErrRemoteRead, en.ID)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), remoteTimeout)
+	ctx, cancel := context.WithTimeout(ctx, remoteTimeout)
 	defer cancel()
-	data, err := remote.FetchSegment(ctx, en.ID)
+	data, sum, err := remote.FetchSegment(ctx, en.ID)
 	if err != nil {
 		return nil, fmt.Errorf("%w: segment %d: %w", ErrRemoteRead, en.ID, err)
 	}
-	if int64(len(data)) != en.Size || xxhash.Sum64(data) != en.digest {
+	if int64(len(data)) != en.Size || sum != en.digest {
 		return nil, fmt.Errorf("%w: segment %d: the bucket's copy (%d bytes, xxh64 %016x) is not the evicted segment (%d bytes, xxh64 %s)",
-			ErrRemoteRead, en.ID, len(data), xxhash.Sum64(data), en.Size, en.XXH64)
+			ErrRemoteRead, en.ID, len(data), sum, en.Size, en.XXH64)
 	}
 	first := en.First
 	if first == FirstUnknown {
@@ -187,6 +307,54 @@ func fetchVerified(remote RemoteSource, en evictEntry) ([]byte, error) {
 		return nil, fmt.Errorf("%w: segment %d: the bucket's copy fails verification: %v", ErrRemoteRead, en.ID, err)
 	}
 	return data, nil
+}
+
+// maxPageTouch bounds the segments readAheadLocked looks at for a page.
+const maxPageTouch = 64
+
+// pageHold is a page's evicted segments whose fetched copies were cached
+// when it was located, held for its reads (readLocsInto): a fetch by one
+// part of a parallel read cannot push out of the cache a segment another
+// part has yet to read.
+type pageHold map[uint64]memFile
+
+// readAheadLocked prepares a sequential read (a scan, a pull, a stream)
+// of locs: it holds the page's cached evicted segments (marked used, in
+// order), files the read-ahead of one of them, and starts the read-ahead
+// (evictState.readAhead) of the evicted segment after the page's last,
+// where the read goes next: it returns that segment's entry, for
+// evictState.readAhead once s.mu is released. Per-execution reads never
+// call it: they must not fetch a segment that holds none of their events.
+func (s *Store) readAheadLocked(locs []loc) (pageHold, *evictEntry) {
+	if len(locs) == 0 {
+		return nil, nil
+	}
+	lo, hi := locs[0].seg, locs[len(locs)-1].seg
+	var hold pageHold
+	e := &s.ev
+	e.mu.Lock()
+	held := func(id uint64) {
+		if el := e.byID[id]; el != nil {
+			e.lru.MoveToFront(el) // used now
+			if hold == nil {
+				hold = pageHold{}
+			}
+			hold[id] = memFile(el.Value.(*cached).data)
+		}
+	}
+	for id := lo; id <= hi && hi-lo < maxPageTouch; id++ {
+		held(id)
+	}
+	if id, ok := e.takeAheadLocked(lo, hi); ok { // the slot is free for the next one
+		held(id)
+	}
+	e.mu.Unlock()
+	if i, ok := s.segIndexOf(hi); ok && i+1 < len(s.segs) {
+		if en, ok := e.get(s.segs[i+1].id); ok {
+			return hold, &en
+		}
+	}
+	return hold, nil
 }
 
 // remoteFile is the reader cache's hook: the bytes of segment id when it
@@ -241,6 +409,7 @@ type RemoteStats struct {
 	CacheHits     int64
 	CacheMisses   int64
 	CacheBytes    int64
+	ReadAheads    int64 // fetches a sequential read started before it reached the segment
 	LocalBytes    int64 // the logical bytes of local segment files, the active one included
 	LocalSealed   int64 // those of sealed ones (what the budget bounds)
 	LocalSegments int
@@ -265,7 +434,7 @@ func (s *Store) RemoteStats() RemoteStats {
 	s.mu.Unlock()
 	e := &s.ev
 	r.EvictedTotal, r.Fetches, r.FetchBytes, r.FetchFailures = e.evicted.Load(), e.fetches.Load(), e.fetchBytes.Load(), e.failures.Load()
-	r.CacheHits, r.CacheMisses = e.hits.Load(), e.misses.Load()
+	r.CacheHits, r.CacheMisses, r.ReadAheads = e.hits.Load(), e.misses.Load(), e.aheads.Load()
 	e.mu.Lock()
 	r.CacheBytes = e.bytes
 	e.mu.Unlock()

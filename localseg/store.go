@@ -268,7 +268,7 @@ func open(dir string, opts Options) (*Store, error) {
 	s.resolveFirsts = opts.ResolveFirsts && !opts.ReadOnly
 	s.cond.L = &s.mu
 	s.readers.init(s.fs, dir)
-	s.ev.init(opts.Remote, opts.RemoteCacheBytes)
+	s.ev.init(opts.Remote, opts.RemoteCacheBytes, opts.ReadAheadInline)
 	s.readers.remote = s.remoteFile
 	err := s.recover()
 	if err == nil {
@@ -320,6 +320,7 @@ func (s *Store) Close() error {
 	s.cond.Broadcast()
 	s.mu.Unlock()
 	s.notice.release()
+	s.ev.close()
 	return errors.Join(err, s.closeFiles())
 }
 

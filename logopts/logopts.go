@@ -90,6 +90,7 @@ func (o Options) Store(log *slog.Logger) localseg.Options {
 		TransactionWindow: o.TransactionWindow,
 		MaxConsumers:      o.MaxConsumers,
 		RemoteCacheBytes:  o.RemoteCacheBytes,
+		ReadAheadInline:   o.NoBackground,
 		// An owner reads every segment's range: a lazy hydrate's
 		// unknown ones are resolved at its open (localseg).
 		ResolveFirsts: !o.ReadOnly,

@@ -93,7 +93,7 @@ type remoteSegments struct {
 	shard uint32
 }
 
-func (r remoteSegments) FetchSegment(ctx context.Context, id uint64) ([]byte, error) {
-	data, _, err := r.b.Get(ctx, blobtier.SegmentKey(r.shard, id))
-	return data, err
+func (r remoteSegments) FetchSegment(ctx context.Context, id uint64) ([]byte, uint64, error) {
+	data, m, err := r.b.Get(ctx, blobtier.SegmentKey(r.shard, id))
+	return data, m.XXH64, err // Get verified the bytes' xxh64 against m
 }

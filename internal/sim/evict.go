@@ -67,6 +67,11 @@ func (r *run) noteEvicted() {
 	if st.Fetches > 0 {
 		r.stats.Steps["ship:remote-fetched"]++
 	}
+	if st.ReadAheads > 0 {
+		// The oracle's scans fetched ahead (within the read: the log is
+		// NoBackground, so the bucket calls keep one order).
+		r.stats.Steps["ship:read-ahead"]++
+	}
 }
 
 // restoreVariant is the restore operation's store: every other one (by
