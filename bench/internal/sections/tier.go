@@ -77,6 +77,23 @@ func runTier(ctx context.Context, env *harness.Env) ([]harness.Row, error) {
 	}
 	env.Logf("tier: %d segments of %s, %d evicted (%s, events 1–%d), tip %d, in %v", len(ts.segs), mibLabel(seg), len(ts.evKeys),
 		mibLabel(ts.evBytes), ts.evLast, ts.tip, time.Since(t0).Round(time.Millisecond))
+	// The scans read through a serving log (background work on, as
+	// under serve): its sequential reads fetch the next segment ahead in
+	// the background, which a NoBackground log does within the read.
+	l.Close()
+	if l, err = bucketlog.Open(ctx, bucketlog.Options{Dir: ts.dir, Bucket: bk, SegmentMaxBytes: seg, Logger: warnLogger(),
+		LocalRetentionBytes: seg, RemoteCacheBytes: 2 * seg}); err != nil {
+		bk.Close()
+		return []harness.Row{harness.Failed(section, "reopen", "", err)}, nil
+	}
+	// One untimed scan: the open's transaction-window rebuild left the
+	// newest evicted segments cached; after a scan every repetition
+	// starts from the same cache.
+	if _, _, err := tierScan(ctx, l, ts); err != nil {
+		l.Close()
+		bk.Close()
+		return []harness.Row{harness.Failed(section, "warm-up scan", "", err)}, nil
+	}
 	rows := tierScanRows(ctx, env, emu, ts, l)
 	l.Close()
 	bk.Close()
@@ -267,11 +284,11 @@ func tierScanRows(ctx context.Context, env *harness.Env, emu *buckets.Emulator, 
 		env.Logf("tier: rep %d: scan %.0f MiB/s (%d fetches), GET×1 %.0f MiB/s, GET×%d %.0f MiB/s", rep+1, mibs(d), f, mibs(d1), restoreConcurrency, mibs(d8))
 	}
 	rs := harness.Measured(section, nScan, "evicted segment MiB/s", "MiB/s", scan, fmt.Sprintf(
-		"Log.Scan pages of %d from the first event through %d (every record's sequence, execution, payload checked); %d segments of %s, each fetched once (remote cache %s); blobtier verified GET + length, xxh64, every frame",
+		"Log.Scan pages of %d from the first event through %d (every record's sequence, execution, payload checked) on a serving log; %d segments of %s, each fetched once (remote cache %s; the next segment read ahead); blobtier verified GET + length, xxh64, every frame",
 		tierPage, ts.evLast, len(ts.evKeys), mibLabel(ts.segBytes), mibLabel(2*ts.segBytes)))
 	r1 := harness.Measured(section, nGet1, "evicted segment MiB/s", "MiB/s", get1, "the same objects, gocloud NewReader into a buffer (buckets.RawGet), nothing checked, in order as the scan reads them")
-	r8 := harness.Measured(section, nGet8, "evicted segment MiB/s", "MiB/s", get8, "the same, concurrent: what a scan with read-ahead could reach")
+	r8 := harness.Measured(section, nGet8, "evicted segment MiB/s", "MiB/s", get8, "the same, concurrent: more than one GET in flight")
 	return []harness.Row{rs, r1, r8,
 		harness.Ratio(section+"/ratio", "scan / plain GET one at a time", rs, r1, "TARGET ≥ 0.8"),
-		harness.Ratio(section+"/ratio", fmt.Sprintf("scan / plain GET %d at a time", restoreConcurrency), rs, r8, "the scan fetches one segment at a time")}
+		harness.Ratio(section+"/ratio", fmt.Sprintf("scan / plain GET %d at a time", restoreConcurrency), rs, r8, "the scan has at most its page's fetches and one read-ahead in flight")}
 }
