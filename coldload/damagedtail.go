@@ -17,7 +17,8 @@ type statter interface {
 // alone: an epoch off the chain, or one whose cut ended it below the key's
 // first sequence. Such an object holds no valid frame whatever its bytes
 // (docs/FORMAT.md §9.3), so Hydrate skips and counts it as a zombie
-// instead of failing on its damage (a fenced writer's put that landed
+// instead of failing on its damage, and Verify counts it as a zombie, not
+// as a problem (a fenced writer's put that landed
 // damaged before its check-after-put saw the newer claim). It is marked a
 // zombie when so. Anything else (no Stat, a failed Stat, metadata that does
 // not decode, an epoch that may hold valid events) is no zombie: the

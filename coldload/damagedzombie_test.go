@@ -30,6 +30,18 @@ func TestDamagedZombieTailIsSkipped(t *testing.T) {
 		}
 		rewriteAtRest(t, raw, key, func(d []byte) []byte { return d[:len(d)/2] })
 		dir := target(t, 0)
+		// Verify judges it as the restore does: a zombie, not a problem.
+		vr, verr := coldload.Verify(ctxT(t), b, coldload.VerifyOptions{})
+		if verr != nil {
+			t.Fatal(verr)
+		}
+		if live {
+			if vr.OK() || vr.Problems[0].Key != key || vr.Problems[0].Class != coldload.ProblemCorrupt {
+				t.Fatalf("verify of the running epoch's damaged object: %+v", vr.Problems)
+			}
+		} else if !vr.OK() || vr.Shards[0].ZombieObjects != 1 {
+			t.Fatalf("verify of a damaged zombie tail object: problems %+v, zombie objects %d (want none, 1)", vr.Problems, vr.Shards[0].ZombieObjects)
+		}
 		rep, err := coldload.Hydrate(ctxT(t), b, 0, dir, coldload.Options{})
 		if live {
 			mustErrIs(t, err, blobtier.ErrCorrupt)

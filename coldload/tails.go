@@ -265,8 +265,10 @@ func fetchOrdered(ctx context.Context, h *run, todo []int, fn func(i int, frames
 			wg.Go(func() {
 				t := h.p.tails[i]
 				data, meta, err := h.r.Get(ctx, t.key)
-				if err != nil && !h.collect && errors.Is(err, blobtier.ErrCorrupt) && h.damagedZombie(ctx, i) {
-					results[k] <- fetched{} // a stale writer's, whatever its bytes (damagedtail.go)
+				if err != nil && errors.Is(err, blobtier.ErrCorrupt) && h.damagedZombie(ctx, i) {
+					// A stale writer's, whatever its bytes (damagedtail.go):
+					// a zombie to Verify too, not a problem.
+					results[k] <- fetched{}
 					return
 				}
 				if err != nil {
