@@ -22,6 +22,9 @@
 // up to MaxGap: the latency a busy stream adds, and sooner once half a
 // subscriber's bound is waiting, so coalescing never ends a subscriber
 // that keeps up) without waiting for any.
+// A publication holds at most half a subscriber's bound (records and
+// bytes); a hub that fell further behind publishes the rest at once, in
+// more publications, so no single one ends a subscriber that keeps up.
 // A publication's frames lie in one block, so a whole-log subscriber
 // writes what it took as one run per publication (Runs), the same memory
 // for every subscriber; a subscriber more than its bound behind is

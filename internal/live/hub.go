@@ -160,6 +160,7 @@ func (h *Hub) loop() {
 	defer h.wg.Done()
 	var published time.Time
 	var gap *time.Timer
+	more := false // the last publication stopped at its cap: the rest goes at once
 	defer func() {
 		if gap != nil {
 			gap.Stop()
@@ -191,7 +192,7 @@ func (h *Hub) loop() {
 		// publish everything committed by then at once — or as soon as
 		// half a subscriber's bound is waiting, so that the gap never
 		// ends a subscriber that takes every publication.
-		if d := h.gap(n) - time.Since(published); d > 0 {
+		if d := h.gap(n) - time.Since(published); d > 0 && !more {
 			if gap == nil {
 				gap = time.NewTimer(d)
 			} else {
@@ -201,7 +202,7 @@ func (h *Hub) loop() {
 				continue
 			}
 		}
-		if err := h.publish(pos); err != nil {
+		if more, err = h.publish(pos); err != nil {
 			h.endAll(err)
 			continue
 		}
@@ -239,25 +240,43 @@ func (h *Hub) waitGap(gap *time.Timer, ch <-chan struct{}, pos uint64) bool {
 }
 
 // publish reads the records after pos (up to the tip, a bounded number of
-// pages), encodes each once and offers them to the subscribers.
-func (h *Hub) publish(pos uint64) error {
+// pages, and at most half a subscriber's bound of records and of bytes),
+// encodes each once and offers them to the subscribers. One publication
+// never holds more than a subscriber may hold, or a hub that fell behind
+// would end every subscriber with it, however fast they take: the rest
+// is the next publication's, at once (more).
+func (h *Hub) publish(pos uint64) (more bool, _ error) {
 	var recs []localseg.Record
 	var items []Item
+	maxItems, maxBytes := max(h.maxItems/2, 1), max(h.maxBytes/2, 1)
+	bytes := 0
 	for range hubPagesPerPublish {
 		tip := h.src.Tip()
 		if tip <= pos {
 			break
 		}
-		page, cut, err := h.scan(pos, HubPage)
+		limit := min(HubPage, maxItems-len(items))
+		page, cut, err := h.scan(pos, limit)
 		if err != nil {
-			return err
+			return false, err
 		}
-		for _, r := range page {
+		full := false
+		for k, r := range page {
+			it := Item{Seq: r.Seq, Frame: h.encode(r)}
+			if len(items) > 0 && bytes+len(it.Frame) > maxBytes {
+				page, full = page[:k], true // the rest is the next publication's
+				break
+			}
 			recs = append(recs, r)
-			items = append(items, Item{Seq: r.Seq, Frame: h.encode(r)})
+			items = append(items, it)
+			bytes += len(it.Frame)
 		}
-		if n := len(page); n > 0 && (n == HubPage || cut) {
+		if n := len(page); n > 0 && (n == limit || cut || full) {
 			pos = page[n-1].Seq // a full page: the rest comes next
+			if full || len(items) >= maxItems {
+				more = h.src.Tip() > pos // left for the next publication
+				break
+			}
 			continue
 		}
 		pos = tip
@@ -300,7 +319,7 @@ func (h *Hub) publish(pos uint64) error {
 		s.signal()
 	}
 	h.trimLocked()
-	return nil
+	return more, nil
 }
 
 // boundLocked ends s (ErrOverflow) if its untaken records exceed the

@@ -135,3 +135,67 @@ func TestHubCountsCommitsBeforeItsWait(t *testing.T) {
 		}
 	}
 }
+
+// TestHubSplitsAPublicationAtHalfTheBound: a hub that fell behind by more
+// than a subscriber's bound (a burst committed at once) publishes half a
+// bound at a time, of records and of bytes, so a subscriber that takes
+// every publication gets the whole burst. It used to publish up to 16
+// pages at once and end the subscriber with ErrOverflow on its first
+// take. The scan waits for each take, so the hub cannot run ahead of the
+// subscriber here.
+func TestHubSplitsAPublicationAtHalfTheBound(t *testing.T) {
+	const burst = 30
+	for _, c := range []struct{ items, bytes int }{{10, 1 << 20}, {1000, 20}} {
+		t.Run(fmt.Sprint(c.items, " records, ", c.bytes, " bytes"), func(t *testing.T) {
+			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+			src := &quietSource{tip: burst}
+			turn, done := make(chan struct{}, 1), make(chan struct{})
+			turn <- struct{}{}
+			scan := func(after uint64, limit int) ([]localseg.Record, bool, error) {
+				select {
+				case <-turn:
+				case <-done:
+				}
+				var recs []localseg.Record
+				for s := after + 1; s <= src.Tip() && len(recs) < limit; s++ {
+					recs = append(recs, localseg.Record{Seq: s, Payload: fmt.Sprint(s)})
+				}
+				return recs, false, nil
+			}
+			h := live.NewHub(src, scan, func(r localseg.Record) []byte { return []byte(r.Payload) }, c.items, c.bytes)
+			h.MinGap, h.GapPerSub, h.MaxGap = time.Hour, 0, 0
+			s, _ := h.Join(0, "")
+			if s == nil {
+				t.Fatal("join refused at the hub's position")
+			}
+			defer h.Wait()
+			defer h.Leave(s)
+			defer close(done)
+			ctx, cancel := context.WithTimeout(context.Background(), long)
+			defer cancel()
+			var last uint64
+			for last < burst {
+				select {
+				case <-s.Ready():
+				case <-ctx.Done():
+					t.Fatalf("after %d: the burst was not published", last)
+				}
+				items, err := s.Take()
+				if err != nil {
+					t.Fatalf("after %d: %v (took %d): one publication held more than the subscriber may", last, err, len(items))
+				}
+				n := 0
+				for _, it := range items {
+					if it.Seq != last+1 {
+						t.Fatalf("took %d after %d", it.Seq, last)
+					}
+					last, n = it.Seq, n+len(it.Frame)
+				}
+				if len(items) > c.items || n > c.bytes {
+					t.Fatalf("one publication of %d records, %d bytes; the bound is %d, %d bytes", len(items), n, c.items, c.bytes)
+				}
+				turn <- struct{}{}
+			}
+		})
+	}
+}
