@@ -29,14 +29,8 @@ func TestHubPublishesEarlyBeforeTheBound(t *testing.T) {
 	const bound = 10
 	h := live.NewHub(st, scan, func(r localseg.Record) []byte { return []byte(r.Payload) }, bound, 1<<20)
 	h.MinGap, h.GapPerSub, h.MaxGap = time.Hour, 0, 0
-	s, _ := h.Join(0, "")
-	if s == nil {
-		t.Fatal("join refused at the hub's position")
-	}
-	defer h.Wait()
-	defer h.Leave(s)
-	ctx, cancel := context.WithTimeout(context.Background(), long)
-	defer cancel()
+	s, ctx, leave := joinWhole(t, h)
+	defer leave()
 	var last uint64
 	take := func() {
 		t.Helper()
@@ -111,14 +105,8 @@ func TestHubCountsCommitsBeforeItsWait(t *testing.T) {
 	}
 	h := live.NewHub(src, scan, func(r localseg.Record) []byte { return []byte(r.Payload) }, bound, 1<<20)
 	h.MinGap, h.GapPerSub, h.MaxGap = time.Hour, 0, 0
-	s, _ := h.Join(0, "")
-	if s == nil {
-		t.Fatal("join refused at the hub's position")
-	}
-	defer h.Wait()
-	defer h.Leave(s)
-	ctx, cancel := context.WithTimeout(context.Background(), long)
-	defer cancel()
+	s, ctx, leave := joinWhole(t, h)
+	defer leave()
 	var last uint64
 	for last < 1+bound/2 {
 		select {
@@ -164,15 +152,9 @@ func TestHubSplitsAPublicationAtHalfTheBound(t *testing.T) {
 			}
 			h := live.NewHub(src, scan, func(r localseg.Record) []byte { return []byte(r.Payload) }, c.items, c.bytes)
 			h.MinGap, h.GapPerSub, h.MaxGap = time.Hour, 0, 0
-			s, _ := h.Join(0, "")
-			if s == nil {
-				t.Fatal("join refused at the hub's position")
-			}
-			defer h.Wait()
-			defer h.Leave(s)
-			defer close(done)
-			ctx, cancel := context.WithTimeout(context.Background(), long)
-			defer cancel()
+			s, ctx, leave := joinWhole(t, h)
+			defer leave()
+			defer close(done) // first: a scan waiting for its turn lets the hub end
 			var last uint64
 			for last < burst {
 				select {
@@ -197,5 +179,22 @@ func TestHubSplitsAPublicationAtHalfTheBound(t *testing.T) {
 				turn <- struct{}{}
 			}
 		})
+	}
+}
+
+// joinWhole joins h as a whole-log subscriber at its start and returns it
+// with a context bounded by long, and leave: cancel, leave, and wait for
+// the hub's goroutine (before goleak looks).
+func joinWhole(t *testing.T, h *live.Hub) (*live.Sub, context.Context, func()) {
+	t.Helper()
+	s, _ := h.Join(0, "")
+	if s == nil {
+		t.Fatal("join refused at the hub's position")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), long)
+	return s, ctx, func() {
+		cancel()
+		h.Leave(s)
+		h.Wait()
 	}
 }
