@@ -91,11 +91,13 @@ func (e *evictState) init(remote RemoteSource, limit int64, inline bool) {
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 }
 
-// close ends a read-ahead in flight and waits for it (Store.Close).
+// close ends a read-ahead in flight and waits for it (Store.Close). The
+// cancel is under mu, where readAhead checks it before it counts a new
+// read-ahead: none is counted once the wait may have begun.
 func (e *evictState) close() {
-	if e.cancel != nil {
-		e.cancel()
-	}
+	e.mu.Lock()
+	e.cancel()
+	e.mu.Unlock()
 	e.aheadDone.Wait()
 }
 
