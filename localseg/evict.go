@@ -136,8 +136,12 @@ func (s *Store) commitEvict(cands []evictCand, res *EvictResult) error {
 	if err := s.checkWritableLocked(); err != nil {
 		return err
 	}
-	// A reclaim may have run since the plan.
-	cands = slices.DeleteFunc(cands, func(c evictCand) bool { return c.id <= s.reclaimedSeg || s.segByID(c.id) == nil })
+	// A reclaim may have run since the plan, and a heal (heal.go) may
+	// have evicted a candidate.
+	cands = slices.DeleteFunc(cands, func(c evictCand) bool {
+		_, gone := s.ev.get(c.id)
+		return gone || c.id <= s.reclaimedSeg || s.segByID(c.id) == nil
+	})
 	if len(cands) == 0 {
 		return nil
 	}

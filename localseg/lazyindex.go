@@ -33,11 +33,15 @@ import (
 // ensureIndex builds the read index, leaving evicted segments without an
 // index file pending: they are read when a read of their sequences resolves
 // them (resolveRun).
-func (s *Store) ensureIndex() error { return s.ensureIndexMode(false) }
+func (s *Store) ensureIndex() error {
+	return s.healing(func() error { return s.ensureIndexMode(false) })
+}
 
 // ensureIndexFull is ensureIndex with no segment left pending: the
 // per-execution lists are complete.
-func (s *Store) ensureIndexFull() error { return s.ensureIndexMode(true) }
+func (s *Store) ensureIndexFull() error {
+	return s.healing(func() error { return s.ensureIndexMode(true) })
+}
 
 // resolveRun makes the index locate every event in (after, after+limit]
 // that lies above the reclaim base and at or below the tip.

@@ -26,8 +26,18 @@ const parallelReadMin = 512 << 10
 // goroutines (the first error in record order is returned).
 func (s *Store) readLocs(locs []loc) ([]Record, error) { return s.readLocsHeld(locs, nil) }
 
-// readLocsHeld is readLocs reading the segments in hold from there.
-func (s *Store) readLocsHeld(locs []loc, hold pageHold) ([]Record, error) {
+// readLocsHeld is readLocs reading the segments in hold from there. A
+// corrupt local sealed segment is healed from the bucket and read again
+// (heal.go).
+func (s *Store) readLocsHeld(locs []loc, hold pageHold) (out []Record, err error) {
+	err = s.healing(func() (err error) {
+		out, err = s.readLocsOnce(locs, hold)
+		return err
+	})
+	return out, err
+}
+
+func (s *Store) readLocsOnce(locs []loc, hold pageHold) ([]Record, error) {
 	out := make([]Record, len(locs))
 	var total int64
 	for i := range locs {

@@ -415,6 +415,8 @@ type RemoteStats struct {
 	LocalBytes    int64 // the logical bytes of local segment files, the active one included
 	LocalSealed   int64 // those of sealed ones (what the budget bounds)
 	LocalSegments int
+	Healed        int64 // corrupt sealed segments replaced by their bucket copies since open (heal.go)
+	Corrupt       int   // corrupt sealed segments no verified bucket copy replaced
 }
 
 // RemoteStats reports the evicted segments and their reads.
@@ -440,5 +442,9 @@ func (s *Store) RemoteStats() RemoteStats {
 	e.mu.Lock()
 	r.CacheBytes = e.bytes
 	e.mu.Unlock()
+	r.Healed = s.hl.healed.Load()
+	s.hl.badMu.Lock()
+	r.Corrupt = len(s.hl.bad)
+	s.hl.badMu.Unlock()
 	return r
 }

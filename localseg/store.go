@@ -107,6 +107,7 @@ type Store struct {
 	report        OpenReport
 	readers       readerCache
 	ev            evictState // evicted segments and their fetched bytes (evict.go, remote.go)
+	hl            healState  // replacing corrupt sealed segments from the bucket (heal.go)
 	// deferCleanup: Options.DeferCleanup; deferred is what recovery left
 	// for RemoveLeftovers.
 	deferCleanup bool

@@ -15,6 +15,7 @@ var remoteNames = []string{
 	"local_bytes", "local_overshoot_bytes", "evicted_segments", "evicted_bytes",
 	"remote_reads_total", "remote_read_bytes_total", "remote_read_failures_total",
 	"remote_cache_hits_total", "remote_cache_misses_total",
+	"segments_healed_total", "corrupt_segments",
 }
 
 var remoteHelps = map[string]string{
@@ -27,6 +28,8 @@ var remoteHelps = map[string]string{
 	"remote_read_failures_total": "Fetches of evicted segments that failed (the read answered a storage error).",
 	"remote_cache_hits_total":    "Reads of evicted segments served from the in-memory cache.",
 	"remote_cache_misses_total":  "Reads of evicted segments that had to fetch from the bucket.",
+	"segments_healed_total":      "Corrupt local sealed segments replaced by their verified bucket copies (their reads go to the bucket).",
+	"corrupt_segments":           "Local sealed segments found corrupt that no verified bucket copy replaced (reads of their events fail; the shard is not ready).",
 }
 
 type remoteWatch struct {
@@ -73,6 +76,7 @@ func (c *remoteCollector) Collect(ch chan<- prometheus.Metric) {
 			"remote_reads_total": float64(r.Fetches), "remote_read_bytes_total": float64(r.FetchBytes),
 			"remote_read_failures_total": float64(r.FetchFailures),
 			"remote_cache_hits_total":    float64(r.CacheHits), "remote_cache_misses_total": float64(r.CacheMisses),
+			"segments_healed_total": float64(r.Healed), "corrupt_segments": float64(r.Corrupt),
 		}
 		for _, n := range remoteNames {
 			t := prometheus.GaugeValue

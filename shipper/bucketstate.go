@@ -101,11 +101,17 @@ func (s *Shipper) overBound() error {
 	return nil
 }
 
-// Ready is nil while the shard takes appends: not stopped by a second
-// writer and, with MaxUnshippedAge, within the unshipped bound. A failing
-// bucket alone does not make it unready (Health and Status report it).
+// Ready is nil while the shard takes appends and serves every retained
+// event: not stopped by a second writer, no local sealed segment corrupt
+// with no verified bucket copy to replace it (heal.go: reads of its events
+// fail, appends go on) and, with MaxUnshippedAge, within the unshipped
+// bound. A failing bucket alone does not make it unready (Health and
+// Status report it).
 func (s *Shipper) Ready() error {
 	if err := s.stopped(); err != nil {
+		return err
+	}
+	if err := s.unhealed(); err != nil {
 		return err
 	}
 	return s.overBound()

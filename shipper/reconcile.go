@@ -145,6 +145,7 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 	}
 	var bucketSegs []blobtier.ObjectInfo
 	var damagedSegs []string
+	var heals []uint64
 	var reput []tailbatch.SegRange // damaged segments of ours, put again from the local copy
 	var reputIDs []uint64          // their ids
 	for _, info := range view.SegmentObjects {
@@ -192,6 +193,14 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 			return fmt.Errorf("%w: segment %d, evicted from the local disk, differs from the bucket's object %s", ErrDiverged, id, info.Key)
 		}
 		if !match {
+			if heal, err := s.healable(ctx, reads, info, seg); err != nil || heal {
+				if err != nil {
+					return err
+				}
+				heals = append(heals, id) // heal.go: replaced after the verdict
+				s.durable[id] = true
+				continue
+			}
 			if match, err = lf.holdsLocal(ctx, info, seg); err != nil || !match {
 				return cmp.Or(err, fmt.Errorf("%w: segment %d differs from the bucket's object %s", ErrDiverged, id, info.Key))
 			}
@@ -210,6 +219,9 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 
 	// The verdict is in: from here on the shard directory and the bucket
 	// may change.
+	if err := s.healAtStart(heals); err != nil {
+		return err
+	}
 	for _, key := range damagedSegs {
 		// Not deleted here: a read damaged on the way looks the same, and
 		// the object may be intact. The uploader's first pass reads it

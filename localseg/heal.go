@@ -1,0 +1,232 @@
+package localseg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// Self-healing from the bucket (issue 16). A read that finds a frame of a
+// local sealed segment corrupt (a flipped bit on the disk: the read index,
+// or a page) replaces the segment by its bucket copy when that copy is the
+// one sealed, and then reads on:
+//
+//   - the shipper holds the segment durable (SetHealCheck): its object was
+//     read back equal to the local bytes while they were intact, under
+//     this writer's lineage;
+//   - the object, fetched (its own metadata checks the bytes on the way),
+//     has the segment's length and, when the segment's index file (written
+//     when it sealed, or when a replay validated every frame; never
+//     fsynced, so a power cut may take it) records its xxh64, exactly
+//     that xxh64; without one the shipper's durable record stands for it
+//     (the object was read back equal to the bytes uploaded, which were
+//     verified frame by frame first);
+//   - every frame of the object verifies, from the segment's first event
+//     to the event before the next segment's first.
+//
+// The replacement is an eviction (evict.go): evicted.json names the
+// segment with that length and digest, durably, before the corrupt file is
+// unlinked, so reads of it go to the bucket (each fetch verified against
+// the digest again) and a crash at any point leaves either the corrupt
+// file or the eviction. It is counted in RemoteStats (Healed, and among
+// EvictedTotal) and logged. A segment that cannot be healed this way — no
+// bucket, not durable there, no recorded digest, or a copy that differs —
+// stays corrupt: its reads answer ErrCorrupt as before, and Unhealed names
+// it (the shipper's readiness reports it) until a later read heals it. A
+// bucket that fails the fetch is a storage error (ErrRemoteRead): the
+// events exist in the bucket, and the next read tries again.
+
+// maxHealsPerRead bounds the segments one read replaces before it gives up.
+const maxHealsPerRead = 4
+
+type healState struct {
+	mu      sync.Mutex // serializes heals
+	durable atomic.Pointer[func(id uint64) bool]
+	badMu   sync.Mutex        // a leaf: never held across a call out
+	bad     map[uint64]string // segment → why it could not be healed; guarded by badMu
+	healed  atomic.Int64
+}
+
+func (h *healState) setBad(id uint64, why string) {
+	h.badMu.Lock()
+	defer h.badMu.Unlock()
+	if why == "" {
+		delete(h.bad, id)
+		return
+	}
+	if h.bad == nil {
+		h.bad = map[uint64]string{}
+	}
+	h.bad[id] = why
+}
+
+// SetHealCheck enables healing: durable reports whether a sealed
+// segment's bucket object is durable for this writer (nil disables it).
+// It is called without any lock of the store's held.
+func (s *Store) SetHealCheck(durable func(id uint64) bool) {
+	if durable == nil {
+		s.hl.durable.Store(nil)
+		return
+	}
+	s.hl.durable.Store(&durable)
+}
+
+// Unhealed returns an error naming the local sealed segments found corrupt
+// that no verified bucket copy replaced, or nil.
+func (s *Store) Unhealed() error {
+	s.hl.badMu.Lock()
+	defer s.hl.badMu.Unlock()
+	if len(s.hl.bad) == 0 {
+		return nil
+	}
+	ids := slices.Sorted(maps.Keys(s.hl.bad))
+	return fmt.Errorf("%w: %d local sealed segment(s) are corrupt and the bucket holds no verified copy (segment %d: %s); reads of their events fail",
+		ErrCorrupt, len(ids), ids[0], s.hl.bad[ids[0]])
+}
+
+// healing runs read, and after a failure on a corrupt local sealed segment
+// heals it and runs read again.
+func (s *Store) healing(read func() error) error {
+	for n := 0; ; n++ {
+		err := read()
+		if err == nil || n == maxHealsPerRead {
+			return err
+		}
+		if healed, herr := s.heal(err); !healed {
+			return herr
+		}
+	}
+}
+
+// heal replaces the local sealed segment that cause (a read's error) names
+// as corrupt by its bucket copy, when that copy is the one sealed. It
+// reports whether it did; otherwise the error the read answers.
+func (s *Store) heal(cause error) (bool, error) {
+	var ce *CorruptionError
+	if !errors.As(cause, &ce) {
+		return false, cause
+	}
+	id := ce.Segment
+	s.hl.mu.Lock()
+	defer s.hl.mu.Unlock()
+	s.mu.Lock()
+	seg := s.segByID(id)
+	var c evictCand
+	local := seg != nil && seg.sealed && id > s.reclaimedSeg && !s.IsEvicted(id)
+	var last uint64 // the segment's last event, when the next segment's first is known
+	if local {
+		c = evictCand{id: id, first: seg.first, size: seg.size}
+		if !seg.known {
+			c.first = 0
+		}
+		if i, _ := s.segIndexOf(id); i+1 < len(s.segs) {
+			if next := s.segs[i+1]; next.known && next.first > 0 && seg.known && seg.first > 0 {
+				last = next.first - 1
+			}
+		}
+	}
+	writable := s.checkWritableLocked() == nil
+	s.mu.Unlock()
+	if !local {
+		return false, cause
+	}
+	bad := func(why string) (bool, error) {
+		s.hl.setBad(id, why)
+		s.log.Error("localseg: a corrupt sealed segment cannot be replaced from the bucket", "dir", s.dir, "segment", id, "why", why, "err", cause)
+		return false, cause
+	}
+	durable := s.hl.durable.Load()
+	switch {
+	case s.ev.remote == nil || durable == nil:
+		return bad("no bucket to heal it from")
+	case !writable:
+		return bad("the store is not writable")
+	case !(*durable)(id):
+		return bad("its bucket object is not durable")
+	}
+	recorded, hasIdx := readSegIdxDigest(s.fs, s.dir, id, c.size)
+	ctx, cancel := context.WithTimeout(s.ev.ctx, remoteTimeout)
+	data, sum, err := s.ev.remote.FetchSegment(ctx, id)
+	cancel()
+	if err != nil {
+		s.ev.failures.Add(1)
+		return false, fmt.Errorf("%w: segment %d is corrupt on the local disk (%v), and reading its bucket copy failed: %v", ErrRemoteRead, id, cause, err)
+	}
+	if int64(len(data)) != c.size || hasIdx && sum != recorded {
+		return bad(fmt.Sprintf("the bucket's copy (%d bytes, xxh64 %016x) is not the sealed segment (%d bytes, recorded xxh64 %016x)", len(data), sum, c.size, recorded))
+	}
+	sum2, err := VerifySegment(id, data, c.first)
+	if err != nil {
+		return bad(fmt.Sprintf("the bucket's copy fails verification: %v", err))
+	}
+	if last != 0 && sum2.Events > 0 && sum2.LastSeq != last {
+		return bad(fmt.Sprintf("the bucket's copy ends at event %d, the segment at %d", sum2.LastSeq, last))
+	}
+	c.digest = sum
+	var res EvictResult
+	if err := s.commitEvict([]evictCand{c}, &res); err != nil {
+		return false, err
+	}
+	s.ev.fetches.Add(1)
+	s.ev.fetchBytes.Add(int64(len(data)))
+	s.ev.mu.Lock()
+	s.ev.keepLocked(id, data)
+	s.ev.mu.Unlock()
+	s.mu.Lock()
+	var ie *CorruptionError
+	if errors.As(s.idxErr, &ie) && ie.Segment == id {
+		s.idxErr = nil // the next read builds the index again, this segment from the bucket
+	}
+	s.mu.Unlock()
+	s.hl.setBad(id, "")
+	s.hl.healed.Add(1)
+	s.log.Warn("localseg: a corrupt sealed segment was replaced by its verified bucket copy; its reads go to the bucket",
+		"dir", s.dir, "segment", id, "bytes", c.size, "err", cause)
+	return true, nil
+}
+
+// SealedCorrupt reports whether local sealed segment id of size bytes is
+// damaged while an object of that size with digest may be it as it sealed:
+// with an index file, the bytes no longer hash to the digest it recorded
+// and digest is that one; without, the bytes fail verification. It only
+// reads.
+func (s *Store) SealedCorrupt(id uint64, size int64, digest uint64) (bool, error) {
+	s.mu.Lock()
+	seg := s.segByID(id)
+	local := seg != nil && seg.sealed && seg.size == size && !s.IsEvicted(id)
+	s.mu.Unlock()
+	if !local {
+		return false, nil
+	}
+	recorded, hasIdx := readSegIdxDigest(s.fs, s.dir, id, size)
+	if hasIdx && recorded != digest {
+		return false, nil
+	}
+	data, err := s.ReadSegment(id)
+	if err != nil {
+		return false, err
+	}
+	if hasIdx {
+		return xxhash.Sum64(data) != digest, nil
+	}
+	// No recorded digest: only bytes that fail verification are corrupt
+	// (valid frames that differ are another history, not damage).
+	_, err = VerifySegment(id, data, 0)
+	return errors.Is(err, ErrCorrupt), nil
+}
+
+// HealSegment replaces local sealed segment id, found corrupt
+// (SealedCorrupt), by its bucket copy under the rules a read heals by.
+func (s *Store) HealSegment(id uint64) error {
+	cause := &CorruptionError{Segment: id, Err: fmt.Errorf("%w: its bytes no longer hash to the digest recorded when it sealed", ErrCorrupt)}
+	if healed, err := s.heal(cause); !healed {
+		return err
+	}
+	return nil
+}
