@@ -28,7 +28,8 @@ import (
 //     (the object was read back equal to the bytes uploaded, which were
 //     verified frame by frame first);
 //   - every frame of the object verifies, from the segment's first event
-//     to the event before the next segment's first.
+//     (and every read of it checks that the index finds the event it
+//     locates there).
 //
 // The replacement is an eviction (evict.go): evicted.json names the
 // segment with that length and digest, durably, before the corrupt file is
@@ -36,11 +37,17 @@ import (
 // the digest again) and a crash at any point leaves either the corrupt
 // file or the eviction. It is counted in RemoteStats (Healed, and among
 // EvictedTotal) and logged. A segment that cannot be healed this way — no
-// bucket, not durable there, no recorded digest, or a copy that differs —
-// stays corrupt: its reads answer ErrCorrupt as before, and Unhealed names
-// it (the shipper's readiness reports it) until a later read heals it. A
-// bucket that fails the fetch is a storage error (ErrRemoteRead): the
-// events exist in the bucket, and the next read tries again.
+// bucket, not durable there, an object missing or damaged (ErrNoCopy from
+// the source), or a copy that differs — stays corrupt: its reads answer
+// ErrCorrupt as before, and Unhealed names it (the shipper's readiness
+// reports it) until a later read heals it. A bucket that fails the fetch
+// is a storage error (ErrRemoteRead): the events exist in the bucket, and
+// the next read tries again.
+
+// ErrNoCopy marks a RemoteSource failure in which the bucket answered that
+// it holds no good copy of the segment (the object is missing, or fails
+// its own verification), as against a request that failed.
+var ErrNoCopy = errors.New("localseg: the bucket holds no good copy of the segment")
 
 // maxHealsPerRead bounds the segments one read replaces before it gives up.
 const maxHealsPerRead = 4
@@ -119,16 +126,10 @@ func (s *Store) heal(cause error) (bool, error) {
 	seg := s.segByID(id)
 	var c evictCand
 	local := seg != nil && seg.sealed && id > s.reclaimedSeg && !s.IsEvicted(id)
-	var last uint64 // the segment's last event, when the next segment's first is known
 	if local {
 		c = evictCand{id: id, first: seg.first, size: seg.size}
 		if !seg.known {
 			c.first = 0
-		}
-		if i, _ := s.segIndexOf(id); i+1 < len(s.segs) {
-			if next := s.segs[i+1]; next.known && next.first > 0 && seg.known && seg.first > 0 {
-				last = next.first - 1
-			}
 		}
 	}
 	writable := s.checkWritableLocked() == nil
@@ -154,6 +155,10 @@ func (s *Store) heal(cause error) (bool, error) {
 	ctx, cancel := context.WithTimeout(s.ev.ctx, remoteTimeout)
 	data, sum, err := s.ev.remote.FetchSegment(ctx, id)
 	cancel()
+	if errors.Is(err, ErrNoCopy) {
+		s.ev.failures.Add(1)
+		return bad(err.Error())
+	}
 	if err != nil {
 		s.ev.failures.Add(1)
 		return false, fmt.Errorf("%w: segment %d is corrupt on the local disk (%v), and reading its bucket copy failed: %v", ErrRemoteRead, id, cause, err)
@@ -161,12 +166,8 @@ func (s *Store) heal(cause error) (bool, error) {
 	if int64(len(data)) != c.size || hasIdx && sum != recorded {
 		return bad(fmt.Sprintf("the bucket's copy (%d bytes, xxh64 %016x) is not the sealed segment (%d bytes, recorded xxh64 %016x)", len(data), sum, c.size, recorded))
 	}
-	sum2, err := VerifySegment(id, data, c.first)
-	if err != nil {
+	if _, err := VerifySegment(id, data, c.first); err != nil {
 		return bad(fmt.Sprintf("the bucket's copy fails verification: %v", err))
-	}
-	if last != 0 && sum2.Events > 0 && sum2.LastSeq != last {
-		return bad(fmt.Sprintf("the bucket's copy ends at event %d, the segment at %d", sum2.LastSeq, last))
 	}
 	c.digest = sum
 	var res EvictResult
@@ -182,6 +183,20 @@ func (s *Store) heal(cause error) (bool, error) {
 	var ie *CorruptionError
 	if errors.As(s.idxErr, &ie) && ie.Segment == id {
 		s.idxErr = nil // the next read builds the index again, this segment from the bucket
+	}
+	if s.txStop == id && s.txns != nil {
+		// The open's window stopped at this segment: without its ids a
+		// retry of one of them would be written twice. Rebuilt holding
+		// the writer role (appends queue; the evicted segment is read
+		// from the cached copy).
+		s.acquireWriterLocked()
+		s.txStop = 0
+		s.txns.reset()
+		err := s.rebuildTxWindow()
+		s.releaseWriterLocked()
+		if err != nil {
+			s.poisonLocked(err)
+		}
 	}
 	s.mu.Unlock()
 	s.hl.setBad(id, "")

@@ -91,9 +91,12 @@ func TestHealReplacesACorruptSealedSegment(t *testing.T) {
 	s.Close()
 
 	// The index build finds the next one: the first read, far past it.
+	// The open's transaction window stopped at it, and the heal rebuilds
+	// the window: a retry of one of its events is a duplicate.
 	flipSegment(t, f.fs, f.dir, ids[2])
 	s = f.open(t)
 	s.SetHealCheck(f.remote.has)
+	inTwo := segmentFirst(t, s, ids[2])
 	p, err := s.Scan(uint64(len(f.want)-3), 10)
 	if err != nil || len(p.Records) != 3 {
 		t.Fatalf("a scan past the corrupt segment: %d records, %v", len(p.Records), err)
@@ -101,6 +104,9 @@ func TestHealReplacesACorruptSealedSegment(t *testing.T) {
 	f.check(t, s, 0)
 	if st := s.RemoteStats(); st.Healed != 1 || !s.IsEvicted(ids[2]) {
 		t.Fatalf("stats after an index heal: %+v", st)
+	}
+	if res, err := s.Append(f.want[inTwo-1]); err != nil || !res.Duplicate || res.Seq != inTwo {
+		t.Fatalf("a retry of event %d of the healed segment: %+v, %v", inTwo, res, err)
 	}
 	// Without its index file (a power cut took it: it is never fsynced)
 	// the shipper's durable record and the frames stand for the digest.
@@ -155,6 +161,16 @@ func TestHealRefusesWithoutAVerifiedCopy(t *testing.T) {
 			if err != nil || len(b) != len(f.remote.objs[id]) || bytes.Equal(b, f.remote.objs[id]) {
 				t.Fatalf("the other segment %d: %d bytes against %d, %v", id, len(b), len(f.remote.objs[id]), err)
 			}
+			f.remote.objs[id] = b
+		}, false},
+		{"copy damaged, no index file", func(t *testing.T, f *evictFixture, s *localseg.Store, id uint64) {
+			// Nothing recorded locally; the copy's own digest names its
+			// damaged bytes: only its frames tell.
+			if err := os.Remove(filepath.Join(f.dir, localseg.SegmentIndexFileName(id))); err != nil {
+				t.Fatal(err)
+			}
+			b := bytes.Clone(f.remote.objs[id])
+			b[len(b)/3] ^= 0x01
 			f.remote.objs[id] = b
 		}, false},
 		{"bucket failing", func(t *testing.T, f *evictFixture, s *localseg.Store, id uint64) {
@@ -267,4 +283,20 @@ func TestHealCrashSweep(t *testing.T) {
 		t.Fatalf("only %d crash points inside a heal", points)
 	}
 	t.Logf("crash points inside a heal: %d", points)
+}
+
+// segmentFirst is the first event of segment id of s.
+func segmentFirst(t *testing.T, s *localseg.Store, id uint64) uint64 {
+	t.Helper()
+	snap, err := s.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, seg := range snap.Segments {
+		if seg.ID == id && seg.Events > 0 {
+			return seg.FirstSeq
+		}
+	}
+	t.Fatalf("segment %d holds no event", id)
+	return 0
 }

@@ -193,6 +193,10 @@ type Store struct {
 	// failed and were done without (tests).
 	preallocFailures atomic.Int64
 
+	// txStop is the damaged sealed segment the transaction window's
+	// rebuild stopped at (0: none); guarded by mu.
+	txStop uint64
+
 	// latePoison is a failure after a group's fsync (the checkpoint of a
 	// seal), applied once the group is published. Guarded by mu.
 	latePoison error

@@ -315,6 +315,7 @@ func (s *Store) rebuildTxWindow() error {
 				return err
 			}
 			s.log.Warn("localseg: transaction window rebuilt only from the segments after a damaged one", "dir", s.dir, "segment", seg.id, "err", err)
+			s.txStop = seg.id // a heal of it rebuilds the window (heal.go)
 			break
 		}
 		if len(recs) == 0 {

@@ -2,6 +2,7 @@ package shipper
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/bucketlog/bucketlog/blobtier"
@@ -95,5 +96,8 @@ type remoteSegments struct {
 
 func (r remoteSegments) FetchSegment(ctx context.Context, id uint64) ([]byte, uint64, error) {
 	data, m, err := r.b.Get(ctx, blobtier.SegmentKey(r.shard, id))
+	if errors.Is(err, blobtier.ErrNotFound) || errors.Is(err, blobtier.ErrCorrupt) {
+		err = fmt.Errorf("%w: %w", localseg.ErrNoCopy, err)
+	}
 	return data, m.XXH64, err // Get verified the bytes' xxh64 against m
 }
