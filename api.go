@@ -242,6 +242,11 @@ func (l *Log) Status() Status {
 // event above it would be lost with the local disk.
 func (l *Log) ShippedThrough() uint64 { return l.ship.ShippedThrough() }
 
+// SegmentDurable reports whether sealed segment id's bucket object is
+// durable (read back equal to the local bytes): what eviction and
+// self-healing from the bucket rely on.
+func (l *Log) SegmentDurable(id uint64) bool { return l.ship != nil && l.ship.IsDurable(id) }
+
 // Pages bounded by bytes, for answers that must not grow with the count a
 // caller asks for (serve's HTTP pages). Each is its count-only namesake
 // with a byte budget: the page stops before its records' frames pass

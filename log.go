@@ -173,6 +173,7 @@ func (l *Log) open(ctx context.Context) error {
 		l.closeStore()
 		return err
 	}
+	s.HealPending() // nothing refuses the open from here on
 	found := s.Reconciled()
 	l.openRep.BucketTip, l.openRep.ShippedThrough = found.BucketTip, found.ShippedThrough
 	l.openRep.DurableSegments, l.openRep.Watermark, l.openRep.Store = found.DurableSegments, found.Watermark, l.store.OpenReport()

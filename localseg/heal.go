@@ -132,7 +132,7 @@ func (s *Store) heal(cause error) (bool, error) {
 			c.first = 0
 		}
 	}
-	writable := s.checkWritableLocked() == nil
+	poison, readOnly := s.poison, s.readOnly
 	s.mu.Unlock()
 	if !local {
 		return false, cause
@@ -146,10 +146,15 @@ func (s *Store) heal(cause error) (bool, error) {
 	switch {
 	case s.ev.remote == nil || durable == nil:
 		return bad("no bucket to heal it from")
-	case !writable:
-		return bad("the store is not writable")
+	case readOnly:
+		return bad("the store is open read-only")
 	case !(*durable)(id):
 		return bad("its bucket object is not durable")
+	case poison != nil:
+		// The eviction record cannot be written now; the reopen that a
+		// poisoned store needs heals it at its start.
+		s.hl.setBad(id, "the store is poisoned: reopen it")
+		return false, fmt.Errorf("%w (segment %d is corrupt on the local disk and is replaced from the bucket once the store is reopened: %v)", poison, id, cause)
 	}
 	recorded, hasIdx := readSegIdxDigest(s.fs, s.dir, id, c.size)
 	ctx, cancel := context.WithTimeout(s.ev.ctx, remoteTimeout)
@@ -244,4 +249,52 @@ func (s *Store) HealSegment(id uint64) error {
 		return err
 	}
 	return nil
+}
+
+// replayCopy, in an open's full replay that failed with err, reads the
+// sealed segment err names as damaged from the bucket into copies, for the
+// replay to read instead (copyOf). The replay then checks that its events
+// continue the sequence. It reports whether the replay should run again.
+func (s *Store) replayCopy(err error, copies map[uint64]memFile) bool {
+	var ce *CorruptionError
+	if !errors.As(err, &ce) || copies[ce.Segment] != nil || len(copies) >= maxHealsPerRead {
+		return false
+	}
+	seg := s.segByID(ce.Segment)
+	if seg == nil || !seg.sealed {
+		return false
+	}
+	data, _, ok := s.copyOf(seg.id, seg.size, err)
+	if ok {
+		copies[seg.id] = memFile(data)
+	}
+	return ok
+}
+
+// copyOf reads sealed segment id of size bytes, found damaged on the local
+// disk (cause), from the bucket for an open to read instead (the full
+// replay's, or the probe of its first event): only a copy of that length
+// whose frames all verify and whose xxh64 is the one its index file
+// recorded, if it has one. Nothing changes for it: the local file stays
+// damaged, and the shipper's start replaces it once it holds the object
+// durable (a read would, too).
+func (s *Store) copyOf(id uint64, size int64, cause error) ([]byte, SegmentSummary, bool) {
+	if s.ev.remote == nil {
+		return nil, SegmentSummary{}, false
+	}
+	ctx, cancel := context.WithTimeout(s.ev.ctx, remoteTimeout)
+	data, sum, ferr := s.ev.remote.FetchSegment(ctx, id)
+	cancel()
+	recorded, hasIdx := readSegIdxDigest(s.fs, s.dir, id, size)
+	if ferr != nil || int64(len(data)) != size || hasIdx && sum != recorded {
+		s.log.Error("localseg: a damaged sealed segment has no matching bucket copy to read instead", "dir", s.dir, "segment", id, "err", cause, "fetch_err", ferr)
+		return nil, SegmentSummary{}, false
+	}
+	summary, verr := VerifySegment(id, data, 0)
+	if verr != nil {
+		s.log.Error("localseg: the bucket copy of a damaged sealed segment fails verification", "dir", s.dir, "segment", id, "err", verr)
+		return nil, SegmentSummary{}, false
+	}
+	s.log.Warn("localseg: a sealed segment is damaged on the local disk; the open reads its bucket copy (the start replaces the file)", "dir", s.dir, "segment", id, "err", cause)
+	return data, summary, true
 }

@@ -310,14 +310,14 @@ func (s *Store) recoverSegments(ids []uint64, ck *checkpoint, ckFileLen int) err
 	default:
 		s.report.Replayed = true
 		s.replayRuns.Add(1)
-		r := &replay{tip: s.reclaimedSeq, cons: make(map[string]uint64), idx: newIndex(), imported: s.ev.imported()}
+		var r *replay
 		sealed := s.segs[:len(s.segs)-1]
 		rgs := make([]segRange, len(sealed))
-		for i, seg := range sealed {
-			rgs[i] = segRange{id: seg.id, to: seg.size, sealed: true}
-			seg.known = true // first stays 0 unless an event is found
-		}
+		copies := map[uint64]memFile{} // damaged sealed segments read from the bucket (heal.go)
 		open := func(id uint64) (io.ReaderAt, func(), error) {
+			if f, ok := copies[id]; ok {
+				return f, func() {}, nil
+			}
 			if f, ok, err := s.remoteFile(id); ok {
 				return f, func() {}, err
 			}
@@ -327,9 +327,23 @@ func (s *Store) recoverSegments(ids []uint64, ck *checkpoint, ckFileLen int) err
 			}
 			return rf, func() { rf.Close() }, nil
 		}
-		err := r.replayRanges(open, s.segIdxFiles(), rgs, func(id, seq uint64) { s.segByID(id).first = seq })
-		if err != nil {
-			return err
+		firsts := make([]uint64, len(sealed))
+		for i, seg := range sealed {
+			firsts[i] = seg.first
+		}
+		for {
+			r = &replay{tip: s.reclaimedSeq, cons: make(map[string]uint64), idx: newIndex(), imported: s.ev.imported()}
+			for i, seg := range sealed {
+				rgs[i] = segRange{id: seg.id, to: seg.size, sealed: true}
+				seg.first, seg.known = firsts[i], true // first stays as it was unless an event is found
+			}
+			err := r.replayRanges(open, s.segIdxFiles(), rgs, func(id, seq uint64) { s.segByID(id).first = seq })
+			if err == nil {
+				break
+			}
+			if !s.replayCopy(err, copies) {
+				return err
+			}
 		}
 		if data, err = readSeg(f, highest, nil, 0, size); err != nil {
 			return err

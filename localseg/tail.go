@@ -1,6 +1,7 @@
 package localseg
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -44,6 +45,15 @@ func (s *Store) probeUnknownLocked() error {
 		}
 		firsts[i], errs[i] = probeFirstEvent(r.f, j.seg.id, j.size)
 		s.readers.put(r)
+		if errs[i] != nil && j.seg.sealed && errors.As(errs[i], new(*CorruptionError)) {
+			// Damaged on the disk: its bucket copy tells (heal.go).
+			if _, sum, ok := s.copyOf(j.seg.id, j.size, errs[i]); ok {
+				firsts[i], errs[i] = 0, nil
+				if sum.Events > 0 {
+					firsts[i] = sum.FirstSeq
+				}
+			}
+		}
 	}
 	s.mu.Lock()
 	for i, j := range jobs {

@@ -95,9 +95,9 @@ func (s *Shipper) consumerRunsFrom(from uint64, segs []localseg.SegmentInfo) (ma
 		last = segs[start].FirstSeq - 1
 	}
 	for _, seg := range segs[start:] {
-		data, err := s.store.ReadRange(seg.ID, 0, seg.Size)
+		data, err := s.localBytes(seg)
 		if err != nil {
-			return nil, fmt.Errorf("read local segment %d: %w", seg.ID, err)
+			return nil, err
 		}
 		for f, err := range frame.Frames(data) {
 			if err != nil {

@@ -41,20 +41,36 @@ func (s *Shipper) healable(ctx context.Context, reads *openReads, info blobtier.
 	return h.SealedCorrupt(seg.ID, st.Meta.Length, st.Meta.XXH64)
 }
 
-// healAtStart lets reads heal from now on and replaces the segments the
-// start found corrupt on the local disk.
-func (s *Shipper) healAtStart(ids []uint64) error {
-	h, ok := s.store.(healer)
-	if !ok {
-		return nil
+// healAtStart lets reads heal from now on and keeps the segments the start
+// found damaged on the local disk for HealPending: the open replaces them
+// once nothing can refuse it any more (a refused open changes no byte).
+func (s *Shipper) healAtStart(ids []uint64) {
+	if h, ok := s.store.(healer); ok {
+		h.SetHealCheck(s.isDurable)
 	}
-	h.SetHealCheck(s.isDurable)
+	s.mu.Lock()
+	s.pendingHeals = ids
+	s.mu.Unlock()
+}
+
+// HealPending replaces the segments the start found damaged on the local
+// disk by their objects (localseg heal.go), the last step of a successful
+// open. One that cannot be replaced is logged and reported (readiness);
+// a read tries again.
+func (s *Shipper) HealPending() {
+	s.mu.Lock()
+	ids := s.pendingHeals
+	s.pendingHeals = nil
+	s.mu.Unlock()
+	h, ok := s.store.(healer)
 	for _, id := range ids {
+		if !ok {
+			break
+		}
 		if err := h.HealSegment(id); err != nil {
-			return fmt.Errorf("segment %d is corrupt on the local disk and could not be replaced by its bucket copy %s: %w", id, blobtier.SegmentKey(s.shard, id), err)
+			s.log.Error("a segment damaged on the local disk could not be replaced by its object; reads of it try again", "segment", id, "key", blobtier.SegmentKey(s.shard, id), "err", err)
 		}
 	}
-	return nil
 }
 
 // unhealed is the store's corrupt sealed segments that no bucket copy
@@ -64,4 +80,55 @@ func (s *Shipper) unhealed() error {
 		return h.Unhealed()
 	}
 	return nil
+}
+
+// localBytes is what the start compares tail objects with for local
+// segment seg: its bytes, or its object's for a segment this start found
+// damaged on the disk and replaces by that object.
+func (s *Shipper) localBytes(seg localseg.SegmentInfo) ([]byte, error) {
+	if s.healing[seg.ID] {
+		data, _, err := s.b.Get(context.Background(), blobtier.SegmentKey(s.shard, seg.ID))
+		if err != nil {
+			return nil, fmt.Errorf("read the object of segment %d, damaged on the local disk: %w", seg.ID, err)
+		}
+		return data, nil
+	}
+	data, err := s.store.ReadRange(seg.ID, 0, seg.Size)
+	if err != nil {
+		return nil, fmt.Errorf("read local segment %d: %w", seg.ID, err)
+	}
+	return data, nil
+}
+
+// healUpload judges a sealed segment that fails verification before its
+// upload: when the bucket already holds its object (a start whose listing
+// missed it did not count it durable) and the local bytes are damaged
+// while the object is the segment as it sealed (healable's rule), the
+// object is durable and replaces the local file. Otherwise the upload
+// refuses the segment as before.
+func (s *Shipper) healUpload(ctx context.Context, seg localseg.SegmentInfo) (bool, error) {
+	h, ok := s.store.(healer)
+	if !ok {
+		return false, nil
+	}
+	st, err := s.b.Stat(ctx, blobtier.SegmentKey(s.shard, seg.ID))
+	if err != nil {
+		return false, nil
+	}
+	if corrupt, err := h.SealedCorrupt(seg.ID, st.Meta.Length, st.Meta.XXH64); err != nil || !corrupt {
+		return false, err
+	}
+	s.mu.Lock()
+	s.durable[seg.ID] = true
+	s.mu.Unlock()
+	if err := h.HealSegment(seg.ID); err != nil {
+		s.mu.Lock()
+		delete(s.durable, seg.ID)
+		s.mu.Unlock()
+		return false, fmt.Errorf("segment %d is damaged on the local disk and its object %s could not replace it: %w", seg.ID, blobtier.SegmentKey(s.shard, seg.ID), err)
+	}
+	if seq, _ := s.contiguous(); seq > 0 {
+		s.advance(seq)
+	}
+	return true, nil
 }

@@ -146,6 +146,7 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 	var bucketSegs []blobtier.ObjectInfo
 	var damagedSegs []string
 	var heals []uint64
+	s.healing = map[uint64]bool{}
 	var reput []tailbatch.SegRange // damaged segments of ours, put again from the local copy
 	var reputIDs []uint64          // their ids
 	for _, info := range view.SegmentObjects {
@@ -198,7 +199,7 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 					return err
 				}
 				heals = append(heals, id) // heal.go: replaced after the verdict
-				s.durable[id] = true
+				s.durable[id], s.healing[id] = true, true
 				continue
 			}
 			if match, err = lf.holdsLocal(ctx, info, seg); err != nil || !match {
@@ -219,9 +220,7 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 
 	// The verdict is in: from here on the shard directory and the bucket
 	// may change.
-	if err := s.healAtStart(heals); err != nil {
-		return err
-	}
+	s.healAtStart(heals)
 	for _, key := range damagedSegs {
 		// Not deleted here: a read damaged on the way looks the same, and
 		// the object may be intact. The uploader's first pass reads it
@@ -463,9 +462,9 @@ func segmentHolding(segs []localseg.SegmentInfo, seq uint64) (localseg.SegmentIn
 // segmentEvents reads the durable bytes of a local segment and returns its
 // event frames from first through last.
 func (s *Shipper) segmentEvents(seg localseg.SegmentInfo, first, last uint64) (map[uint64]frame.Frame, error) {
-	data, err := s.store.ReadRange(seg.ID, 0, seg.Size)
+	data, err := s.localBytes(seg)
 	if err != nil {
-		return nil, fmt.Errorf("read local segment %d: %w", seg.ID, err)
+		return nil, err
 	}
 	out := map[uint64]frame.Frame{}
 	for f, err := range frame.Frames(data) {

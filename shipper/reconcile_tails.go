@@ -86,9 +86,9 @@ func (s *Shipper) ownTail(ctx context.Context, reads *openReads, info blobtier.O
 		if int64(len(local)) > st.Meta.Length {
 			return false, nil // longer than the object already: not its bytes
 		}
-		data, err := s.store.ReadRange(sg.ID, 0, sg.Size)
+		data, err := s.localBytes(sg)
 		if err != nil {
-			return false, fmt.Errorf("read local segment %d: %w", sg.ID, err)
+			return false, err
 		}
 		var start int64
 		for o := int64(0); o < int64(len(data)); {

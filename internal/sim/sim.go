@@ -122,6 +122,8 @@ type run struct {
 	pulled  map[string]uint64
 	undeliv map[string]bool   // deleted consumers not yet covered by a whole Ship pass
 	damaged map[string]string // key → the damaged bytes left at rest
+	// localDamaged: local sealed segments opDamageLocal flipped a byte of (heal.go)
+	localDamaged map[uint64]bool
 	// mustRepair: damaged segment objects a restart must repair (key →
 	// w.opens at the restart; see noteMustRepair).
 	mustRepair map[string]int
@@ -161,7 +163,7 @@ func (r *run) logf(format string, args ...any) {
 func Run(seed uint64, cfg Config, stats *Stats) Result {
 	rng := rand.New(rand.NewPCG(seed, seed*0x9e3779b97f4a7c15+1))
 	r := &run{cfg: cfg, seed: seed, rng: rng, m: newModel(), known: cfg.Known, stats: stats,
-		pulled: map[string]uint64{}, wmFired: map[int]int{}, undeliv: map[string]bool{}, damaged: map[string]string{}, mustRepair: map[string]int{}, ruleOf: map[int]faultbucket.Rule{}}
+		pulled: map[string]uint64{}, wmFired: map[int]int{}, undeliv: map[string]bool{}, damaged: map[string]string{}, localDamaged: map[uint64]bool{}, mustRepair: map[string]int{}, ruleOf: map[int]faultbucket.Rule{}}
 	if r.known == nil {
 		r.known = map[int]bool{}
 	}
@@ -206,6 +208,7 @@ var ops = []op{
 	{"fault-upload-stall", 2, true, func(r *run, ctx context.Context) *violation { return r.opUploadStall() }},
 	{"fault-disk", 2, true, func(r *run, ctx context.Context) *violation { return r.opDiskFault() }},
 	{"damage-at-rest", 2, true, func(r *run, ctx context.Context) *violation { return r.opDamage() }},
+	{"damage-local", 2, true, func(r *run, ctx context.Context) *violation { return r.opDamageLocal() }},
 	{"heal", 3, true, func(r *run, ctx context.Context) *violation { r.heal(); r.logf("heal"); return nil }},
 	{"lose-segment", 1, true, func(r *run, ctx context.Context) *violation { return r.opLoseSegment(ctx) }},
 	{"fault-damaged-put", 1, true, func(r *run, ctx context.Context) *violation { return r.opDamagedPut(ctx) }},
@@ -214,7 +217,7 @@ var ops = []op{
 // needsLog: these ops run on an open Log.
 var needsLog = map[string]bool{"append": true, "batch": true, "pull": true, "ack": true, "delete-consumer": true,
 	"tick": true, "seal": true, "gc": true, "restart-keep": true, "restart-crash-mid-op": true, "restart-older": true, "lose-segment": true,
-	"fault-damaged-put": true}
+	"fault-damaged-put": true, "damage-local": true}
 
 func (r *run) pick(faulty bool) op {
 	total := 0
@@ -320,7 +323,7 @@ func (r *run) check(ctx context.Context) *violation {
 		}
 		got, err := readLogFrom(r.w.log, from)
 		if err != nil {
-			if errors.Is(err, localseg.ErrPoisoned) || r.remoteReadExcused(err) {
+			if errors.Is(err, localseg.ErrPoisoned) || r.remoteReadExcused(err) || r.localDamageExcused(err) {
 				return nil
 			}
 			return fail("read", "scan the open log: %v", err)
@@ -328,6 +331,7 @@ func (r *run) check(ctx context.Context) *violation {
 		if v := r.m.checkLocalFrom(got, from, !r.known[3]); v != nil {
 			return v
 		}
+		r.noteHealed()
 		r.readLife, r.readThrough = r.w.opens, from
 		if n := len(got.records); n > 0 {
 			r.readThrough = got.records[n-1].Seq
