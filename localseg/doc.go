@@ -296,10 +296,20 @@
 // before recovery changes a byte, or is refused with ErrRemoteRead
 // (resolvefirsts.go).
 //
+// Self-healing (heal.go): a local sealed segment a read finds corrupt is
+// replaced by its bucket copy when the shipper holds the object durable
+// (SetHealCheck) and the copy has the segment's length, the xxh64 its
+// index file recorded (when it has one) and frames that all verify; the
+// replacement is an eviction, recorded durably before the corrupt file is
+// unlinked. A writable open whose full replay, or probe of a segment's
+// first event, meets such a segment reads the verified copy instead and
+// changes nothing for it (the owner's start replaces it). One with no good
+// copy keeps answering ErrCorrupt and is reported by Unhealed; a bucket
+// failing the fetch is ErrRemoteRead; a poisoned store answers its poison.
+//
 // Not built yet (later sessions): derived index objects in the
 // bucket for a machine that never had the segment, ranged GETs (whole
-// segments are fetched), paging out evicted segments' index entries, and
-// self-healing a corrupt local segment from its bucket copy; the benches.
+// segments are fetched), paging out evicted segments' index entries.
 // An evicted segment whose bucket object is not listed with its metadata
 // stops the owner's start (shipper/evict.go: retried like a failing
 // bucket, then refused naming the segment; ErrDiverged when it differs),

@@ -271,6 +271,25 @@ func (s *Store) replayCopy(err error, copies map[uint64]memFile) bool {
 	return ok
 }
 
+// indexCopy is replayCopy for the read index's build over snap (run
+// without s.mu).
+func (s *Store) indexCopy(err error, snap []segRange, copies map[uint64]memFile) bool {
+	var ce *CorruptionError
+	if !errors.As(err, &ce) || copies[ce.Segment] != nil || len(copies) >= maxHealsPerRead || s.IsEvicted(ce.Segment) {
+		return false
+	}
+	for _, rg := range snap {
+		if rg.id == ce.Segment && rg.sealed {
+			data, _, ok := s.copyOf(rg.id, rg.to, err)
+			if ok {
+				copies[rg.id] = memFile(data)
+			}
+			return ok
+		}
+	}
+	return false
+}
+
 // copyOf reads sealed segment id of size bytes, found damaged on the local
 // disk (cause), from the bucket for an open to read instead (the full
 // replay's, or the probe of its first event): only a copy of that length

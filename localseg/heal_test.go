@@ -300,3 +300,42 @@ func segmentFirst(t *testing.T, s *localseg.Store, id uint64) uint64 {
 	t.Fatalf("segment %d holds no event", id)
 	return 0
 }
+
+// TestTxWindowReadsADamagedSegmentsCopy: the open's transaction window
+// reads a damaged sealed segment's ids from its verified bucket copy, so a
+// retry of one of them is a duplicate before anything heals the file, and
+// the read index is built from it too (a read past the segment works, one
+// of it finds the damage); with the bucket failing the open refuses writes
+// (a retry could be written twice).
+func TestTxWindowReadsADamagedSegmentsCopy(t *testing.T) {
+	f := &evictFixture{dir: t.TempDir(), fs: localseg.OSFS{}, remote: newFakeRemote(), cache: 64 << 10}
+	s := f.open(t)
+	f.append(t, s, 600)
+	f.remote.ship(t, s)
+	id := segmentHolding(t, s, 300)
+	first := segmentFirst(t, s, id)
+	s.Close()
+	flipSegment(t, f.fs, f.dir, id)
+
+	s = f.open(t) // no heal check: nothing replaces the file
+	if res, err := s.Append(f.want[first-1]); err != nil || !res.Duplicate || res.Seq != first {
+		t.Fatalf("a retry of event %d of the damaged segment: %+v, %v", first, res, err)
+	}
+	if p, err := s.Scan(uint64(len(f.want)-5), 10); err != nil || len(p.Records) != 5 {
+		t.Fatalf("a read past the damaged segment: %d records, %v", len(p.Records), err)
+	}
+	if _, err := s.Scan(first-1, len(f.want)); !errors.Is(err, localseg.ErrCorrupt) {
+		t.Fatalf("a read of the damaged segment with nothing to heal it: %v", err)
+	}
+	if s.IsEvicted(id) || s.RemoteStats().Healed != 0 {
+		t.Fatalf("the open changed the damaged segment: %+v", s.RemoteStats())
+	}
+	s.Close()
+
+	f.remote.fail = errors.New("injected: the bucket is down")
+	s = f.open(t)
+	if _, err := s.Append(f.want[first-1]); !errors.Is(err, localseg.ErrPoisoned) {
+		t.Fatalf("an append with the window incomplete: %v, want it refused", err)
+	}
+	s.Close()
+}

@@ -53,7 +53,21 @@ func (s *Store) ensureIndexMode(full bool) error {
 	}
 
 	s.mu.Unlock()
-	err := r.replayRanges(s.openReader, ix, snap, first)
+	// A damaged sealed segment is indexed from its verified bucket copy
+	// (heal.go): reads far past it work, and reads of it find the damage.
+	copies := map[uint64]memFile{}
+	open := func(id uint64) (io.ReaderAt, func(), error) {
+		if c, ok := copies[id]; ok {
+			return c, func() {}, nil
+		}
+		return s.openReader(id)
+	}
+	err := r.replayRanges(open, ix, snap, first)
+	for err != nil && s.indexCopy(err, snap, copies) {
+		r = &replay{tip: s.reclaimedSeq, cons: make(map[string]uint64), idx: newIndex(), imported: s.ev.imported()}
+		clear(firsts)
+		err = r.replayRanges(open, ix, snap, first)
+	}
 	s.mu.Lock()
 	if err == nil {
 		// Catch up with what became durable during the replay; s.mu

@@ -298,8 +298,18 @@ func (s *Store) rebuildTxWindow() error {
 		seg := s.segs[i]
 		var recs []txRec
 		var err error
-		if buf, recs, err = s.txRecsOf(seg, buf); err != nil {
-			var ce *CorruptionError
+		buf, recs, err = s.txRecsOf(seg, buf)
+		var ce *CorruptionError
+		if err != nil && seg.sealed && errors.As(err, &ce) {
+			// Damaged on the disk: its verified bucket copy holds the ids
+			// (heal.go); without one a retry could be written twice.
+			if data, _, ok := s.copyOf(seg.id, seg.size, err); ok {
+				buf, recs, err = s.txRecsIn(seg, memFile(data), buf)
+			} else if s.ev.remote != nil {
+				err = fmt.Errorf("%w: segment %d is damaged on the local disk and its bucket copy could not be read: %v", ErrRemoteRead, seg.id, err)
+			}
+		}
+		if err != nil {
 			if errors.Is(err, ErrRemoteRead) {
 				// An evicted segment the bucket does not serve now: the
 				// window would miss its ids, and a retry of one of them
@@ -307,7 +317,7 @@ func (s *Store) rebuildTxWindow() error {
 				// nothing it may not) and reads work, but every write is
 				// refused until a reopen finds the bucket answering
 				// (evict.go).
-				s.poison = fmt.Errorf("%w: the transaction window could not be rebuilt from an evicted segment; reopen once the bucket answers: %w", ErrPoisoned, err)
+				s.poison = fmt.Errorf("%w: the transaction window could not be rebuilt from a segment only the bucket serves (evicted, or damaged on the local disk); reopen once the bucket answers: %w", ErrPoisoned, err)
 				s.log.Error("localseg: transaction window incomplete: writes refused until the store is reopened with the bucket answering", "dir", s.dir, "segment", seg.id, "err", err)
 				break
 			}
@@ -368,6 +378,11 @@ func (s *Store) txRecsOf(seg *segment, buf []byte) ([]byte, []txRec, error) {
 		}
 		defer f.Close()
 	}
+	return s.txRecsIn(seg, f, buf)
+}
+
+// txRecsIn is txRecsOf reading seg's bytes from f.
+func (s *Store) txRecsIn(seg *segment, f File, buf []byte) ([]byte, []txRec, error) {
 	buf, err := readSeg(f, seg.id, buf, 0, seg.size)
 	if err != nil {
 		return buf, nil, err

@@ -61,6 +61,17 @@
 // differs is ErrDiverged. RemoteSegments is the store's source of evicted
 // segments.
 //
+// Self-healing (heal.go): once the start's verdict is in, the store may
+// replace a corrupt local sealed segment by its object when isDurable
+// holds it (localseg heal.go). At start, a local segment whose bytes differ
+// from its object is no divergence when they are damaged (they no longer
+// hash to the digest its index file recorded, which the object carries; or,
+// with no index file, they fail verification): it counts durable, the
+// start's comparisons read its object instead, and HealPending replaces it
+// as the open's last step, so a refused open changes no byte. An upload
+// pass meeting a damaged segment whose object the start's listing missed
+// judges it the same way.
+//
 // Restore and Verify (restore.go) take the bucket the one way (OpenBucket);
 // a restored directory records its bucket like an opened one. A nil
 // *Shipper (a store without a bucket) answers the root's gates (Appended,

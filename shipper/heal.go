@@ -3,6 +3,7 @@ package shipper
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/localseg"
@@ -46,7 +47,7 @@ func (s *Shipper) healable(ctx context.Context, reads *openReads, info blobtier.
 // once nothing can refuse it any more (a refused open changes no byte).
 func (s *Shipper) healAtStart(ids []uint64) {
 	if h, ok := s.store.(healer); ok {
-		h.SetHealCheck(s.isDurable)
+		h.SetHealCheck(s.healCheck)
 	}
 	s.mu.Lock()
 	s.pendingHeals = ids
@@ -100,35 +101,40 @@ func (s *Shipper) localBytes(seg localseg.SegmentInfo) ([]byte, error) {
 	return data, nil
 }
 
-// healUpload judges a sealed segment that fails verification before its
-// upload: when the bucket already holds its object (a start whose listing
-// missed it did not count it durable) and the local bytes are damaged
-// while the object is the segment as it sealed (healable's rule), the
-// object is durable and replaces the local file. Otherwise the upload
-// refuses the segment as before.
-func (s *Shipper) healUpload(ctx context.Context, seg localseg.SegmentInfo) (bool, error) {
+// healCheck is the store's question before it replaces sealed segment id,
+// found damaged on the local disk, by its object: yes when the shipper
+// holds the object durable, or when the object (which a start whose
+// listing missed it did not count) is the segment as it sealed by
+// healable's rule. The store then fetches and verifies it.
+func (s *Shipper) healCheck(id uint64) bool {
+	if s.isDurable(id) {
+		return true
+	}
 	h, ok := s.store.(healer)
 	if !ok {
-		return false, nil
+		return false
 	}
-	st, err := s.b.Stat(ctx, blobtier.SegmentKey(s.shard, seg.ID))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, err := s.b.Stat(ctx, blobtier.SegmentKey(s.shard, id))
 	if err != nil {
+		return false
+	}
+	corrupt, err := h.SealedCorrupt(id, st.Meta.Length, st.Meta.XXH64)
+	return err == nil && corrupt
+}
+
+// healUpload: an upload pass meets a sealed segment that fails
+// verification. When healCheck says its object replaces it, the store
+// heals it (the segment is evicted, and the next pass finds its object
+// durable); otherwise the upload refuses the segment as before.
+func (s *Shipper) healUpload(seg localseg.SegmentInfo) (bool, error) {
+	h, ok := s.store.(healer)
+	if !ok || !s.healCheck(seg.ID) {
 		return false, nil
 	}
-	if corrupt, err := h.SealedCorrupt(seg.ID, st.Meta.Length, st.Meta.XXH64); err != nil || !corrupt {
-		return false, err
-	}
-	s.mu.Lock()
-	s.durable[seg.ID] = true
-	s.mu.Unlock()
 	if err := h.HealSegment(seg.ID); err != nil {
-		s.mu.Lock()
-		delete(s.durable, seg.ID)
-		s.mu.Unlock()
 		return false, fmt.Errorf("segment %d is damaged on the local disk and its object %s could not replace it: %w", seg.ID, blobtier.SegmentKey(s.shard, seg.ID), err)
-	}
-	if seq, _ := s.contiguous(); seq > 0 {
-		s.advance(seq)
 	}
 	return true, nil
 }

@@ -47,12 +47,13 @@ func (s *Shipper) uploadSealed(ctx context.Context) (UploadReport, error) {
 			first = 0
 		}
 		if _, err := localseg.VerifySegment(seg.ID, data, first); err != nil {
-			if healed, herr := s.healUpload(ctx, seg); herr != nil || healed {
+			if healed, herr := s.healUpload(seg); herr != nil || healed {
 				if herr != nil {
 					s.noteUpload(herr)
 					return rep, herr
 				}
-				continue // durable: its object is the segment as it sealed (heal.go)
+				rep.Pending-- // healed from its object; the next pass finds it durable (heal.go)
+				continue
 			}
 			err = fmt.Errorf("segment %d fails verification before upload; not uploaded: %w", seg.ID, err)
 			s.log.Error("refusing to upload a corrupt segment", "segment", seg.ID, "err", err)
