@@ -118,11 +118,12 @@ func TestHealFromTheBucket(t *testing.T) {
 			if now, err := os.ReadFile(filepath.Join(dir, localseg.SegmentFileName(ids[6]))); err != nil || !bytes.Equal(now, flipped) {
 				t.Fatalf("the refused heal changed the segment file: %v", err)
 			}
-			if _, err := l.Append(ctx, evictEvent(execs, 9999)); err != nil {
+			late := evictEvent(execs, 9999)
+			res, err := l.Append(ctx, late)
+			if err != nil {
 				t.Fatalf("appends must go on: %v", err)
 			}
-			want = append(want, localseg.Record{Seq: want[len(want)-1].Seq + 1, ExecutionID: evictEvent(execs, 9999).ExecutionID,
-				TransactionID: evictEvent(execs, 9999).TransactionID, Payload: evictEvent(execs, 9999).Payload})
+			want = append(want, localseg.Record{Seq: res.Seq, ExecutionID: late.ExecutionID, TransactionID: late.TransactionID, Payload: late.Payload})
 
 			// The object is put back: the next read heals.
 			if err := v.b.PutIfAbsent(ctx, key, good, l.Status().Epoch); err != nil {

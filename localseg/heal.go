@@ -156,23 +156,16 @@ func (s *Store) heal(cause error) (bool, error) {
 		s.hl.setBad(id, "the store is poisoned: reopen it")
 		return false, fmt.Errorf("%w (segment %d is corrupt on the local disk and is replaced from the bucket once the store is reopened: %v)", poison, id, cause)
 	}
-	recorded, hasIdx := readSegIdxDigest(s.fs, s.dir, id, c.size)
-	ctx, cancel := context.WithTimeout(s.ev.ctx, remoteTimeout)
-	data, sum, err := s.ev.remote.FetchSegment(ctx, id)
-	cancel()
-	if errors.Is(err, ErrNoCopy) {
+	data, sum, _, err := s.sealedCopy(id, c.size, c.first)
+	switch {
+	case errors.Is(err, errNotSealed):
+		return bad(err.Error())
+	case errors.Is(err, ErrNoCopy):
 		s.ev.failures.Add(1)
 		return bad(err.Error())
-	}
-	if err != nil {
+	case err != nil:
 		s.ev.failures.Add(1)
 		return false, fmt.Errorf("%w: segment %d is corrupt on the local disk (%v), and reading its bucket copy failed: %v", ErrRemoteRead, id, cause, err)
-	}
-	if int64(len(data)) != c.size || hasIdx && sum != recorded {
-		return bad(fmt.Sprintf("the bucket's copy (%d bytes, xxh64 %016x) is not the sealed segment (%d bytes, recorded xxh64 %016x)", len(data), sum, c.size, recorded))
-	}
-	if _, err := VerifySegment(id, data, c.first); err != nil {
-		return bad(fmt.Sprintf("the bucket's copy fails verification: %v", err))
 	}
 	c.digest = sum
 	var res EvictResult
@@ -251,67 +244,67 @@ func (s *Store) HealSegment(id uint64) error {
 	return nil
 }
 
-// replayCopy, in an open's full replay that failed with err, reads the
-// sealed segment err names as damaged from the bucket into copies, for the
-// replay to read instead (copyOf). The replay then checks that its events
-// continue the sequence. It reports whether the replay should run again.
-func (s *Store) replayCopy(err error, copies map[uint64]memFile) bool {
-	var ce *CorruptionError
-	if !errors.As(err, &ce) || copies[ce.Segment] != nil || len(copies) >= maxHealsPerRead {
-		return false
+// errNotSealed marks a bucket copy that is not the segment as it sealed.
+var errNotSealed = errors.New("the bucket's copy is not the sealed segment")
+
+// sealedCopy fetches sealed segment id's object (its own metadata checks
+// the bytes on the way) and checks that it is the segment as it sealed:
+// size bytes, the xxh64 the segment's index file recorded when it has
+// one, every frame valid from event first (0: whatever the first has).
+// A copy that is not is errNotSealed; a failed fetch is the source's error
+// (ErrNoCopy when the bucket holds no good copy).
+func (s *Store) sealedCopy(id uint64, size int64, first uint64) ([]byte, uint64, SegmentSummary, error) {
+	ctx, cancel := context.WithTimeout(s.ev.ctx, remoteTimeout)
+	data, sum, err := s.ev.remote.FetchSegment(ctx, id)
+	cancel()
+	if err != nil {
+		return nil, 0, SegmentSummary{}, err
 	}
-	seg := s.segByID(ce.Segment)
-	if seg == nil || !seg.sealed {
-		return false
+	recorded, hasIdx := readSegIdxDigest(s.fs, s.dir, id, size)
+	if int64(len(data)) != size || hasIdx && sum != recorded {
+		return nil, 0, SegmentSummary{}, fmt.Errorf("%w: %d bytes, xxh64 %016x, against %d bytes, recorded xxh64 %016x", errNotSealed, len(data), sum, size, recorded)
 	}
-	data, _, ok := s.copyOf(seg.id, seg.size, err)
-	if ok {
-		copies[seg.id] = memFile(data)
+	summary, err := VerifySegment(id, data, first)
+	if err != nil {
+		return nil, 0, SegmentSummary{}, fmt.Errorf("%w: it fails verification: %v", errNotSealed, err)
 	}
-	return ok
+	return data, sum, summary, nil
 }
 
-// indexCopy is replayCopy for the read index's build over snap (run
-// without s.mu).
-func (s *Store) indexCopy(err error, snap []segRange, copies map[uint64]memFile) bool {
+// copyFor, in a replay (an open's, or the read index's build) that failed
+// with err, reads the sealed segment err names as damaged (its size by
+// sizeOf, false when it is no sealed segment) from the bucket into copies
+// for the replay to read instead (copyOf). The replay then checks that its
+// events continue the sequence. It reports whether to replay again.
+func (s *Store) copyFor(err error, copies map[uint64]memFile, sizeOf func(id uint64) (int64, bool)) bool {
 	var ce *CorruptionError
 	if !errors.As(err, &ce) || copies[ce.Segment] != nil || len(copies) >= maxHealsPerRead || s.IsEvicted(ce.Segment) {
 		return false
 	}
-	for _, rg := range snap {
-		if rg.id == ce.Segment && rg.sealed {
-			data, _, ok := s.copyOf(rg.id, rg.to, err)
-			if ok {
-				copies[rg.id] = memFile(data)
-			}
-			return ok
-		}
+	size, ok := sizeOf(ce.Segment)
+	if !ok {
+		return false
 	}
-	return false
+	data, _, ok := s.copyOf(ce.Segment, size, err)
+	if ok {
+		copies[ce.Segment] = memFile(data)
+	}
+	return ok
 }
 
 // copyOf reads sealed segment id of size bytes, found damaged on the local
 // disk (cause), from the bucket for an open to read instead (the full
-// replay's, or the probe of its first event): only a copy of that length
-// whose frames all verify and whose xxh64 is the one its index file
-// recorded, if it has one. Nothing changes for it: the local file stays
-// damaged, and the shipper's start replaces it once it holds the object
-// durable (a read would, too).
+// replay's, the read index's build, the probe of its first event, the
+// transaction window's rebuild): only its sealed copy (sealedCopy).
+// Nothing changes for it: the local file stays damaged, and the shipper's
+// start replaces it once it holds the object durable (a read would, too).
 func (s *Store) copyOf(id uint64, size int64, cause error) ([]byte, SegmentSummary, bool) {
 	if s.ev.remote == nil {
 		return nil, SegmentSummary{}, false
 	}
-	ctx, cancel := context.WithTimeout(s.ev.ctx, remoteTimeout)
-	data, sum, ferr := s.ev.remote.FetchSegment(ctx, id)
-	cancel()
-	recorded, hasIdx := readSegIdxDigest(s.fs, s.dir, id, size)
-	if ferr != nil || int64(len(data)) != size || hasIdx && sum != recorded {
-		s.log.Error("localseg: a damaged sealed segment has no matching bucket copy to read instead", "dir", s.dir, "segment", id, "err", cause, "fetch_err", ferr)
-		return nil, SegmentSummary{}, false
-	}
-	summary, verr := VerifySegment(id, data, 0)
-	if verr != nil {
-		s.log.Error("localseg: the bucket copy of a damaged sealed segment fails verification", "dir", s.dir, "segment", id, "err", verr)
+	data, _, summary, err := s.sealedCopy(id, size, 0)
+	if err != nil {
+		s.log.Error("localseg: a damaged sealed segment has no verified bucket copy to read instead", "dir", s.dir, "segment", id, "err", cause, "copy_err", err)
 		return nil, SegmentSummary{}, false
 	}
 	s.log.Warn("localseg: a sealed segment is damaged on the local disk; the open reads its bucket copy (the start replaces the file)", "dir", s.dir, "segment", id, "err", cause)

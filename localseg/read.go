@@ -63,7 +63,15 @@ func (s *Store) ensureIndexMode(full bool) error {
 		return s.openReader(id)
 	}
 	err := r.replayRanges(open, ix, snap, first)
-	for err != nil && s.indexCopy(err, snap, copies) {
+	sealedSize := func(id uint64) (int64, bool) {
+		for _, rg := range snap {
+			if rg.id == id {
+				return rg.to, rg.sealed
+			}
+		}
+		return 0, false
+	}
+	for err != nil && s.copyFor(err, copies, sealedSize) {
 		r = &replay{tip: s.reclaimedSeq, cons: make(map[string]uint64), idx: newIndex(), imported: s.ev.imported()}
 		clear(firsts)
 		err = r.replayRanges(open, ix, snap, first)

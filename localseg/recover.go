@@ -341,7 +341,13 @@ func (s *Store) recoverSegments(ids []uint64, ck *checkpoint, ckFileLen int) err
 			if err == nil {
 				break
 			}
-			if !s.replayCopy(err, copies) {
+			sealedSize := func(id uint64) (int64, bool) {
+				if seg := s.segByID(id); seg != nil && seg.sealed {
+					return seg.size, true
+				}
+				return 0, false
+			}
+			if !s.copyFor(err, copies, sealedSize) {
 				return err
 			}
 		}

@@ -3,6 +3,8 @@ package shipper
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/bucketlog/bucketlog/blobtier"
@@ -42,16 +44,14 @@ func (s *Shipper) healable(ctx context.Context, reads *openReads, info blobtier.
 	return h.SealedCorrupt(seg.ID, st.Meta.Length, st.Meta.XXH64)
 }
 
-// healAtStart lets reads heal from now on and keeps the segments the start
-// found damaged on the local disk for HealPending: the open replaces them
-// once nothing can refuse it any more (a refused open changes no byte).
-func (s *Shipper) healAtStart(ids []uint64) {
+// healAtStart lets reads heal from now on; the segments the start found
+// damaged on the local disk (healing) wait for HealPending: the open
+// replaces them once nothing can refuse it any more (a refused open
+// changes no byte).
+func (s *Shipper) healAtStart() {
 	if h, ok := s.store.(healer); ok {
 		h.SetHealCheck(s.healCheck)
 	}
-	s.mu.Lock()
-	s.pendingHeals = ids
-	s.mu.Unlock()
 }
 
 // HealPending replaces the segments the start found damaged on the local
@@ -60,8 +60,8 @@ func (s *Shipper) healAtStart(ids []uint64) {
 // a read tries again.
 func (s *Shipper) HealPending() {
 	s.mu.Lock()
-	ids := s.pendingHeals
-	s.pendingHeals = nil
+	ids := slices.Sorted(maps.Keys(s.healing))
+	s.healing = nil
 	s.mu.Unlock()
 	h, ok := s.store.(healer)
 	for _, id := range ids {

@@ -145,7 +145,6 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 	}
 	var bucketSegs []blobtier.ObjectInfo
 	var damagedSegs []string
-	var heals []uint64
 	s.healing = map[uint64]bool{}
 	var reput []tailbatch.SegRange // damaged segments of ours, put again from the local copy
 	var reputIDs []uint64          // their ids
@@ -198,8 +197,7 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 				if err != nil {
 					return err
 				}
-				heals = append(heals, id) // heal.go: replaced after the verdict
-				s.durable[id], s.healing[id] = true, true
+				s.durable[id], s.healing[id] = true, true // heal.go: replaced after the open's verdict
 				continue
 			}
 			if match, err = lf.holdsLocal(ctx, info, seg); err != nil || !match {
@@ -220,7 +218,7 @@ func (s *Shipper) reconcile(ctx context.Context) error {
 
 	// The verdict is in: from here on the shard directory and the bucket
 	// may change.
-	s.healAtStart(heals)
+	s.healAtStart()
 	for _, key := range damagedSegs {
 		// Not deleted here: a read damaged on the way looks the same, and
 		// the object may be intact. The uploader's first pass reads it

@@ -93,8 +93,7 @@ type Shipper struct {
 
 	mu             sync.Mutex
 	durable        map[uint64]bool // sealed segment id → its object matches the local bytes
-	healing        map[uint64]bool // the start's segments damaged on the disk, replaced by their objects (heal.go)
-	pendingHeals   []uint64        // those not replaced yet (HealPending)
+	healing        map[uint64]bool // the start's segments damaged on the disk, replaced by their objects at HealPending (heal.go)
 	wm             watermark.Mark  // the bucket's reclaim watermark as last read or written
 	stopErr        error           // a second writer: shipping, GC and cleanup stopped
 	uploadErr      error           // the latest segment upload failure (nil after a success)
