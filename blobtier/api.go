@@ -21,6 +21,7 @@ const (
 	KindCursor                    // the consumer cursors, rewritten by compare-and-swap
 	KindClaim                     // a writer-fencing epoch claim, write-once, never deleted
 	KindStart                     // a writer-fencing start record (the cut), write-once, never deleted
+	KindIndex                     // a sealed segment's derived index, write-once, never needed for correctness
 )
 
 // MaxObjectBytes is the largest object blobtier writes. Objects at or above
@@ -33,7 +34,7 @@ const MaxObjectBytes = 15 << 20
 type Key struct {
 	Kind              Kind
 	Shard             uint32
-	Segment           uint64 // KindSegment only
+	Segment           uint64 // KindSegment and KindIndex only
 	FirstSeq, LastSeq uint64 // KindTail only
 	Epoch             uint64 // KindClaim and KindStart only
 }

@@ -20,6 +20,7 @@ const (
 	tokCursor    = "cur"
 	tokClaim     = "ep"
 	tokStart     = "eps"
+	tokIndex     = "idx"
 
 	shardWidth = 8  // <shard:08x>
 	numWidth   = 16 // <segment_id:016x>, <first_seq:016x>, <last_seq:016x>
@@ -29,7 +30,7 @@ const (
 )
 
 // String returns the kind's token in keys ("seg", "tail", "rw", "cur", "ep",
-// "eps").
+// "eps", "idx").
 func (k Kind) String() string {
 	switch k {
 	case KindSegment:
@@ -44,16 +45,25 @@ func (k Kind) String() string {
 		return tokClaim
 	case KindStart:
 		return tokStart
+	case KindIndex:
+		return tokIndex
 	}
 	return "kind(" + strconv.Itoa(int(k)) + ")"
 }
 
-func (k Kind) valid() bool { return k >= KindSegment && k <= KindStart }
+func (k Kind) valid() bool { return k >= KindSegment && k <= KindIndex }
 
 // SegmentKey is `noetl.ehdb.seg.<shard:08x>.<segment_id:016x>`, always
 // SegmentKeyLen (40) characters.
 func SegmentKey(shard uint32, id uint64) string {
 	return fmt.Sprintf("%s%s.%08x.%016x", keyRoot, tokSegment, shard, id)
+}
+
+// IndexKey is `noetl.ehdb.idx.<shard:08x>.<segment_id:016x>`: the derived
+// index of sealed segment id (docs/FORMAT.md §6.10), SegmentKeyLen
+// characters like the segment's own key.
+func IndexKey(shard uint32, id uint64) string {
+	return fmt.Sprintf("%s%s.%08x.%016x", keyRoot, tokIndex, shard, id)
 }
 
 // TailKey is `noetl.ehdb.tail.<shard:08x>.<first_seq:016x>.<last_seq:016x>`.
@@ -85,13 +95,13 @@ func StartKey(shard uint32, epoch uint64) string {
 }
 
 // ListPrefix is the listing prefix of one kind of one shard:
-// `noetl.ehdb.<kind>.<shard:08x>.` for segments, tail objects, claims and
-// start records, and the
+// `noetl.ehdb.<kind>.<shard:08x>.` for segments, tail objects, claims,
+// start records and index objects, and the
 // object's own key for the watermark and the cursors. It is "" for an
 // unknown kind.
 func ListPrefix(shard uint32, kind Kind) string {
 	switch kind {
-	case KindSegment, KindTail, KindClaim, KindStart:
+	case KindSegment, KindTail, KindClaim, KindStart, KindIndex:
 		return fmt.Sprintf("%s%s.%08x.", keyRoot, kind, shard)
 	case KindWatermark:
 		return WatermarkKey(shard)
@@ -102,7 +112,7 @@ func ListPrefix(shard uint32, kind Kind) string {
 }
 
 // ParseKey parses a key built by SegmentKey, TailKey, WatermarkKey,
-// CursorKey, ClaimKey or StartKey. It is strict: the numbers must be lowercase hex of exactly the
+// CursorKey, ClaimKey, StartKey or IndexKey. It is strict: the numbers must be lowercase hex of exactly the
 // documented width, there must be no extra part, and a tail key's first
 // sequence must not exceed its last. Anything else is ErrBadKey.
 func ParseKey(key string) (Key, error) {
@@ -129,6 +139,8 @@ func ParseKey(key string) (Key, error) {
 		k.Kind, want = KindClaim, 3
 	case tokStart:
 		k.Kind, want = KindStart, 3
+	case tokIndex:
+		k.Kind, want = KindIndex, 3
 	default:
 		return bad("unknown kind " + strconv.Quote(parts[0]))
 	}
@@ -141,7 +153,7 @@ func ParseKey(key string) (Key, error) {
 	}
 	k.Shard = uint32(shard)
 	switch k.Kind {
-	case KindSegment:
+	case KindSegment, KindIndex:
 		if k.Segment, err = parseHex(parts[2], numWidth); err != nil {
 			return bad("segment id: " + err.Error())
 		}
@@ -181,6 +193,8 @@ func (k Key) String() string {
 		return ClaimKey(k.Shard, k.Epoch)
 	case KindStart:
 		return StartKey(k.Shard, k.Epoch)
+	case KindIndex:
+		return IndexKey(k.Shard, k.Segment)
 	}
 	return ""
 }

@@ -33,6 +33,12 @@ const (
 	// Options.ReadClaims).
 	Claims
 
+	// Indexes lists `idx.<shard>.`, the derived index objects of sealed
+	// segments (docs/FORMAT.md §6.10): never needed for correctness, so
+	// read only by the paths that clean or check them (GC's sweep,
+	// verify), never by a start or a restore.
+	Indexes
+
 	// Fencing is both fencing parts.
 	Fencing = StartRecords | Claims
 )
@@ -40,7 +46,7 @@ const (
 // FencingOrder is the order of every part, the fencing parts last (see
 // above). DefaultOrder is the same without them, so a caller that asks
 // for no fencing part reads exactly what it read before.
-var FencingOrder = []Parts{Watermark, Cursor, Segments, Tails, StartRecords, Claims}
+var FencingOrder = []Parts{Watermark, Cursor, Segments, Tails, StartRecords, Claims, Indexes}
 
 // StartObject is one listed start record and what it holds.
 type StartObject struct {

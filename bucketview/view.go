@@ -104,10 +104,13 @@ type View struct {
 	// are fixed-width hex).
 	SegmentObjects []blobtier.ObjectInfo
 	TailObjects    []blobtier.ObjectInfo
-	// Orphans are the objects of SegmentObjects and TailObjects that the
-	// watermark covers (a segment at or below its segment, a tail object
-	// ending at or below its sequence): GC deletes them. Filled only when
-	// the watermark was read.
+	// IndexObjects are the understood index objects (the Indexes part),
+	// in key order.
+	IndexObjects []blobtier.ObjectInfo
+	// Orphans are the objects of SegmentObjects, TailObjects and
+	// IndexObjects that the watermark covers (a segment or an index at or
+	// below its segment, a tail object ending at or below its sequence):
+	// GC deletes them. Filled only when the watermark was read.
 	Orphans []blobtier.ObjectInfo
 	// Unparsed are the keys listed under this shard's prefixes that are not
 	// understood: never read, never deleted, only counted.
@@ -186,6 +189,8 @@ func (v *View) read(ctx context.Context, b Lister, rb Bucket, part Parts, o Opti
 		v.SegmentObjects, err = v.list(ctx, b, blobtier.KindSegment)
 	case Tails:
 		v.TailObjects, err = v.list(ctx, b, blobtier.KindTail)
+	case Indexes:
+		v.IndexObjects, err = v.list(ctx, b, blobtier.KindIndex)
 	case StartRecords:
 		err = v.readStarts(ctx, b, rb, o.ListStartsOnly)
 	case Claims:
@@ -215,6 +220,8 @@ func (e *PartError) Error() string {
 		return fmt.Sprintf("list segments of shard %d: %v", e.Shard, e.Err)
 	case Tails:
 		return fmt.Sprintf("list tail objects of shard %d: %v", e.Shard, e.Err)
+	case Indexes:
+		return fmt.Sprintf("list index objects of shard %d: %v", e.Shard, e.Err)
 	case StartRecords:
 		return fmt.Sprintf("read the start records of shard %d: %v", e.Shard, e.Err)
 	case Claims:
@@ -255,7 +262,7 @@ func (v *View) list(ctx context.Context, b Lister, kind blobtier.Kind) ([]blobti
 // Covered reports whether the watermark covers the object under k.
 func (v *View) Covered(k blobtier.Key) bool {
 	switch k.Kind {
-	case blobtier.KindSegment:
+	case blobtier.KindSegment, blobtier.KindIndex:
 		return k.Segment <= v.Mark.Segment
 	case blobtier.KindTail:
 		return k.LastSeq <= v.Mark.Seq

@@ -37,6 +37,10 @@ type segItem struct {
 	evicted bool
 	meta    blobtier.Meta
 	first   uint64 // an evicted one's first event as its head says (lazyfirst.go); 0: unknown
+	// digest is the xxh64 of the whole object as read (verify's check of
+	// its index object, verifyindex.go), when intact (read).
+	digest uint64
+	read   bool
 }
 
 // segmentItems chooses what the segment phase reads. Hydrate reads the run
@@ -112,6 +116,7 @@ func (h *run) fetchSegment(ctx context.Context, it *segItem, bufs *bufPool) {
 		return
 	}
 	h.read(len(data), -1)
+	it.digest, it.read = meta.XXH64, true
 	sum, err := frame.VerifySegment(it.id, data, 0)
 	if err != nil {
 		it.err = &ObjectError{Key: it.key, Err: err}

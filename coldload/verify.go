@@ -74,6 +74,7 @@ type ShardReport struct {
 	Unparsed           []string `json:"unparsed_keys"`
 	Problems           int      `json:"problems"`
 	Fenced                      // zombie_objects and the lineage followed (lineage.go)
+	IndexReport                 // the index objects (verifyindex.go)
 }
 
 // VerifyReport is the outcome of Verify. The bucket is sound when Problems
@@ -268,6 +269,10 @@ func verifyShard(ctx context.Context, b Reader, shard uint32, conc int, prog *pr
 	}
 	_ = g.Wait()
 	if err := ctx.Err(); err != nil {
+		return sr, nil, reads + int(h.reads.Load()), h.readBytes.Load(), err
+	}
+
+	if sr.IndexReport, err = h.verifyIndexes(ctx, shard, items); err != nil {
 		return sr, nil, reads + int(h.reads.Load()), h.readBytes.Load(), err
 	}
 

@@ -15,10 +15,15 @@ import (
 // fake bucket, and returns a second directory holding only the newest
 // local segments plus what ImportEvicted is to be given for the rest.
 func importFixture(t *testing.T, keep int) (*evictFixture, string, []localseg.EvictedSegment) {
+	return importFixtureWith(t, keep, func(f *evictFixture, s *localseg.Store) { f.append(t, s, 600) })
+}
+
+// importFixtureWith is importFixture with the events fill appends.
+func importFixtureWith(t *testing.T, keep int, fill func(*evictFixture, *localseg.Store)) (*evictFixture, string, []localseg.EvictedSegment) {
 	t.Helper()
 	f := &evictFixture{dir: t.TempDir(), fs: localseg.OSFS{}, remote: newFakeRemote()}
 	s := f.open(t)
-	f.append(t, s, 600)
+	fill(f, s)
 	if _, err := s.Pull("reader", 100); err != nil {
 		t.Fatal(err)
 	}

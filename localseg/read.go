@@ -53,6 +53,13 @@ func (s *Store) ensureIndexMode(full bool) error {
 	}
 
 	s.mu.Unlock()
+	if full {
+		// The index objects of evicted segments never held here, fetched
+		// at once rather than one by one as the replay meets them.
+		if fetch := s.prefetchIndexObjects(snap); fetch != nil {
+			ix.fromObject = func(rg segRange) (*piece, []byte, bool) { return s.indexObjectPiece(rg, fetch) }
+		}
+	}
 	// A damaged sealed segment is indexed from its verified bucket copy
 	// (heal.go): reads far past it work, and reads of it find the damage.
 	copies := map[uint64]memFile{}

@@ -417,6 +417,9 @@ type RemoteStats struct {
 	LocalSegments int
 	Healed        int64 // corrupt sealed segments replaced by their bucket copies since open (heal.go)
 	Corrupt       int   // corrupt sealed segments no verified bucket copy replaced
+	IndexFetches  int64 // index objects of evicted segments fetched (indexobj.go)
+	IndexUsed     int64 // of them, used: they describe their segments exactly
+	IndexRefused  int64 // of them, ignored: they do not (the segment was read instead)
 }
 
 // RemoteStats reports the evicted segments and their reads.
@@ -443,6 +446,7 @@ func (s *Store) RemoteStats() RemoteStats {
 	r.CacheBytes = e.bytes
 	e.mu.Unlock()
 	r.Healed = s.hl.healed.Load()
+	r.IndexFetches, r.IndexUsed, r.IndexRefused = s.idxObj.fetched.Load(), s.idxObj.used.Load(), s.idxObj.refused.Load()
 	s.hl.badMu.Lock()
 	r.Corrupt = len(s.hl.bad)
 	s.hl.badMu.Unlock()

@@ -278,6 +278,10 @@ type segIdxFiles struct {
 	// lazy: an evicted segment without a valid index file is not fetched
 	// but left pending (lazyindex.go), indexed on the first read of it.
 	lazy bool
+	// fromObject, when set, gives an evicted segment without a valid index
+	// file its piece from the segment's index object (indexobj.go), and
+	// the object's bytes, which a writable store keeps as the index file.
+	fromObject func(rg segRange) (*piece, []byte, bool)
 }
 
 // IndexFileLoads reports how many sealed segments this store's replays took
@@ -287,7 +291,8 @@ func (s *Store) IndexFileLoads() int64 { return s.idxLoads.Load() }
 
 // segIdxFiles is how the store's replays use index files.
 func (s *Store) segIdxFiles() *segIdxFiles {
-	return &segIdxFiles{fs: s.fs, dir: s.dir, write: !s.readOnly, loaded: &s.idxLoads, evicted: s.EvictedSegment}
+	return &segIdxFiles{fs: s.fs, dir: s.dir, write: !s.readOnly, loaded: &s.idxLoads, evicted: s.EvictedSegment,
+		fromObject: func(rg segRange) (*piece, []byte, bool) { return s.indexObjectPiece(rg, s.fetchIndexObject) }}
 }
 
 // writeSegIndex writes an index file (no fsync: it is a cache). Errors are
@@ -316,18 +321,7 @@ const maxSegIdxFile = 64 << 20
 // file is valid and the segment's bytes, read in full through buf, still
 // hash to its digest.
 func (x *segIdxFiles) load(open openSegFunc, rg segRange, buf []byte) (*piece, []byte, bool) {
-	f, err := x.fs.OpenFile(filepath.Join(x.dir, SegmentIndexFileName(rg.id)), os.O_RDONLY, 0)
-	if err != nil {
-		return nil, buf, false
-	}
-	st, err := f.Stat()
-	if err != nil || st.Size() > maxSegIdxFile || st.Size() < segIdxHeader+8 {
-		f.Close()
-		return nil, buf, false
-	}
-	raw := make([]byte, st.Size())
-	err = readFull(f, raw, 0)
-	f.Close()
+	raw, err := readSegIdxFile(x.fs, x.dir, rg.id)
 	if err != nil {
 		return nil, buf, false
 	}
@@ -350,6 +344,27 @@ func (x *segIdxFiles) load(open openSegFunc, rg segRange, buf []byte) (*piece, [
 		return nil, buf, false
 	}
 	return p, buf, true
+}
+
+// readSegIdxFile reads segment id's index file, bounded by maxSegIdxFile.
+func readSegIdxFile(fsys FS, dir string, id uint64) ([]byte, error) {
+	f, err := fsys.OpenFile(filepath.Join(dir, SegmentIndexFileName(id)), os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() > maxSegIdxFile || st.Size() < segIdxHeader+8 {
+		return nil, errSegIdx
+	}
+	raw := make([]byte, st.Size())
+	if err := readFull(f, raw, 0); err != nil {
+		return nil, err
+	}
+	return raw, nil
 }
 
 // hashSegment returns the xxh64 of rg's bytes, read through buf.
@@ -390,6 +405,14 @@ func (x *segIdxFiles) scan(open openSegFunc, rg segRange, buf []byte) (*piece, [
 	if x.lazy && x.evicted != nil {
 		if _, _, ev := x.evicted(rg.id); ev {
 			return &piece{id: rg.id, pending: true}, buf
+		}
+	}
+	if x.fromObject != nil {
+		if p, raw, ok := x.fromObject(rg); ok {
+			if x.write {
+				_ = writeSegIndex(x.fs, x.dir, rg.id, raw) // a cache, as below
+			}
+			return p, buf
 		}
 	}
 	if !x.write {

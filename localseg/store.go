@@ -169,6 +169,7 @@ type Store struct {
 	idx         *index
 	idxLoads    atomic.Int64 // sealed segments a replay took from their index files
 	resolved    atomic.Int64 // pending evicted segments read on demand (lazyindex.go)
+	idxObj      idxObjStats  // index objects fetched, used, refused (indexobj.go)
 	idxBuilding bool
 	idxErr      error
 	reclaiming  bool

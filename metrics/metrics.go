@@ -28,6 +28,7 @@ var Names = []string{
 	"tail_recovered_records_total", "tail_objects_superseded_total", "tail_objects_reclaimed_total",
 	"tail_reclaim_bytes_total", "tail_reclaim_failed_total", "tail_objects_retained", "tail_objects_unparsed",
 	"segments_uploaded_total", "second_writer_detected_total", "gc_ops_total",
+	"index_objects_uploaded_total", "index_object_uploads_failed_total",
 	"bucket_requests_total", "bucket_bytes_total", "oldest_unsealed_age_seconds",
 	"oldest_unreplicated_age_seconds", "unshipped_bytes", "consumer_lag",
 	"zombie_objects", "damaged_tails_skipped", "damaged_segments_skipped",
@@ -77,37 +78,39 @@ var (
 )
 
 var helps = map[string]string{
-	"eventlog_ops_total":              "Event log operations by operation and outcome.",
-	"append_seconds":                  "Latency of appends, from call to durable acknowledgement.",
-	"fsync_seconds":                   "Latency of each data fsync of the segment store.",
-	"tail_batches_total":              "Tail objects written to the bucket.",
-	"tail_records_total":              "Events shipped in tail objects.",
-	"tail_bytes_total":                "Bytes shipped in tail objects.",
-	"tail_replication_failed_total":   "Tail object puts that failed (the next tick re-ships the same events).",
-	"cursor_write_failed_total":       "Cursor object writes that failed (consumer cursors in the bucket lag until one succeeds).",
-	"tail_recovered_records_total":    "Events recovered from tail objects by a cold load.",
-	"tail_objects_superseded_total":   "Tail objects found redundant with a sealed segment during a cold load.",
-	"tail_objects_reclaimed_total":    "Tail objects deleted because a durable segment covers them.",
-	"tail_reclaim_bytes_total":        "Bytes of tail objects deleted (sized before the delete).",
-	"tail_reclaim_failed_total":       "Tail object deletes that failed.",
-	"tail_objects_retained":           "Tail objects left in the bucket after the last cleanup pass.",
-	"tail_objects_unparsed":           "Keys under the tail key space that do not parse (never deleted).",
-	"segments_uploaded_total":         "Sealed segments made durable in the bucket.",
-	"second_writer_detected_total":    "Different objects found under this shard's write-once keys.",
-	"gc_ops_total":                    "Reclaim passes by outcome.",
-	"bucket_requests_total":           "Bucket requests by operation and result.",
-	"bucket_bytes_total":              "Bytes moved to (up) and from (down) the bucket.",
-	"oldest_unsealed_age_seconds":     "Age of the active segment's oldest frame (0 when empty).",
-	"oldest_unreplicated_age_seconds": "Age of the oldest event not yet in the bucket (0 when none).",
-	"unshipped_bytes":                 "Durable local bytes not yet in the bucket.",
-	"consumer_lag":                    "Events between the tip and a live consumer's cursor.",
-	"zombie_objects":                  "Objects the last cold load of this shard skipped under the lineage rule (a stale writer's).",
-	"damaged_tails_skipped":           "Tail objects the last cold load of this shard skipped as damaged, holding only events beyond the cursor object's shipped_through.",
-	"damaged_segments_skipped":        "Segment objects the last cold load of this shard passed over as damaged: the last one, whose events tail objects held through shipped_through, or ones that held no event.",
-	"bucket_request_seconds":          "Latency of bucket requests by operation and result.",
-	"tip":                             "The shard's last sequence (read at scrape time).",
-	"shipped_through":                 "The contiguous end of what the bucket holds (read at scrape time; 0 without a bucket).",
-	"base":                            "The lowest sequence the local store holds (read at scrape time).",
+	"eventlog_ops_total":                "Event log operations by operation and outcome.",
+	"append_seconds":                    "Latency of appends, from call to durable acknowledgement.",
+	"fsync_seconds":                     "Latency of each data fsync of the segment store.",
+	"tail_batches_total":                "Tail objects written to the bucket.",
+	"tail_records_total":                "Events shipped in tail objects.",
+	"tail_bytes_total":                  "Bytes shipped in tail objects.",
+	"tail_replication_failed_total":     "Tail object puts that failed (the next tick re-ships the same events).",
+	"cursor_write_failed_total":         "Cursor object writes that failed (consumer cursors in the bucket lag until one succeeds).",
+	"tail_recovered_records_total":      "Events recovered from tail objects by a cold load.",
+	"tail_objects_superseded_total":     "Tail objects found redundant with a sealed segment during a cold load.",
+	"tail_objects_reclaimed_total":      "Tail objects deleted because a durable segment covers them.",
+	"tail_reclaim_bytes_total":          "Bytes of tail objects deleted (sized before the delete).",
+	"tail_reclaim_failed_total":         "Tail object deletes that failed.",
+	"tail_objects_retained":             "Tail objects left in the bucket after the last cleanup pass.",
+	"tail_objects_unparsed":             "Keys under the tail key space that do not parse (never deleted).",
+	"segments_uploaded_total":           "Sealed segments made durable in the bucket.",
+	"second_writer_detected_total":      "Different objects found under this shard's write-once keys.",
+	"index_objects_uploaded_total":      "Index objects put beside durable segment objects (derived; docs/FORMAT.md §6.10).",
+	"index_object_uploads_failed_total": "Index object puts that failed or met another object under the key (retried while the segment is local; never a shipping failure).",
+	"gc_ops_total":                      "Reclaim passes by outcome.",
+	"bucket_requests_total":             "Bucket requests by operation and result.",
+	"bucket_bytes_total":                "Bytes moved to (up) and from (down) the bucket.",
+	"oldest_unsealed_age_seconds":       "Age of the active segment's oldest frame (0 when empty).",
+	"oldest_unreplicated_age_seconds":   "Age of the oldest event not yet in the bucket (0 when none).",
+	"unshipped_bytes":                   "Durable local bytes not yet in the bucket.",
+	"consumer_lag":                      "Events between the tip and a live consumer's cursor.",
+	"zombie_objects":                    "Objects the last cold load of this shard skipped under the lineage rule (a stale writer's).",
+	"damaged_tails_skipped":             "Tail objects the last cold load of this shard skipped as damaged, holding only events beyond the cursor object's shipped_through.",
+	"damaged_segments_skipped":          "Segment objects the last cold load of this shard passed over as damaged: the last one, whose events tail objects held through shipped_through, or ones that held no event.",
+	"bucket_request_seconds":            "Latency of bucket requests by operation and result.",
+	"tip":                               "The shard's last sequence (read at scrape time).",
+	"shipped_through":                   "The contiguous end of what the bucket holds (read at scrape time; 0 without a bucket).",
+	"base":                              "The lowest sequence the local store holds (read at scrape time).",
 }
 
 func opts(name string) prometheus.Opts {
@@ -127,6 +130,7 @@ type families struct {
 	tailObjectsReclaimed, tailReclaimBytes  *prometheus.CounterVec
 	tailReclaimFailed                       *prometheus.CounterVec
 	segmentsUploaded, secondWriterDetected  *prometheus.CounterVec
+	indexUploaded, indexUploadFailed        *prometheus.CounterVec
 	tailObjectsRetained, tailObjectsUnparse *prometheus.GaugeVec
 	oldestUnsealed, oldestUnreplicated      *prometheus.GaugeVec
 	unshippedBytes                          *prometheus.GaugeVec
@@ -172,6 +176,8 @@ func newFamilies() *families {
 		tailObjectsUnparse:    gauge("tail_objects_unparsed"),
 		segmentsUploaded:      counter("segments_uploaded_total"),
 		secondWriterDetected:  counter("second_writer_detected_total"),
+		indexUploaded:         counter("index_objects_uploaded_total"),
+		indexUploadFailed:     counter("index_object_uploads_failed_total"),
 		gcOps:                 prometheus.NewCounterVec(prometheus.CounterOpts(opts("gc_ops_total")), []string{"shard", "outcome"}),
 		bucketRequests:        prometheus.NewCounterVec(prometheus.CounterOpts(opts("bucket_requests_total")), []string{"shard", "operation", "result"}),
 		bucketBytes:           prometheus.NewCounterVec(prometheus.CounterOpts(opts("bucket_bytes_total")), []string{"shard", "direction"}),
@@ -201,7 +207,7 @@ func (f *families) all() []prometheus.Collector {
 		f.ops, f.appendSeconds, f.fsyncSeconds, f.gcOps, f.bucketRequests, f.bucketBytes, f.consumerLag,
 		f.tailBatches, f.tailRecords, f.tailBytes, f.tailReplicationFailed, f.cursorWriteFailed, f.tailRecoveredRecords,
 		f.tailObjectsSuperseded, f.tailObjectsReclaimed, f.tailReclaimBytes, f.tailReclaimFailed,
-		f.segmentsUploaded, f.secondWriterDetected,
+		f.segmentsUploaded, f.secondWriterDetected, f.indexUploaded, f.indexUploadFailed,
 		f.tailObjectsRetained, f.tailObjectsUnparse, f.oldestUnsealed, f.oldestUnreplicated, f.unshippedBytes,
 		f.zombieObjects, f.damagedTails, f.damagedSegments,
 		f.bucketSeconds, f.positions,
@@ -265,6 +271,8 @@ type Shard struct {
 	TailReclaimFailed     prometheus.Counter
 	SegmentsUploaded      prometheus.Counter
 	SecondWriterDetected  prometheus.Counter
+	IndexUploaded         prometheus.Counter
+	IndexUploadFailed     prometheus.Counter
 
 	TailObjectsRetained   prometheus.Gauge
 	TailObjectsUnparsed   prometheus.Gauge
@@ -319,6 +327,8 @@ func New(reg prometheus.Registerer, shard int) (*Shard, error) {
 		TailReclaimFailed:     f.tailReclaimFailed.WithLabelValues(s),
 		SegmentsUploaded:      f.segmentsUploaded.WithLabelValues(s),
 		SecondWriterDetected:  f.secondWriterDetected.WithLabelValues(s),
+		IndexUploaded:         f.indexUploaded.WithLabelValues(s),
+		IndexUploadFailed:     f.indexUploadFailed.WithLabelValues(s),
 		TailObjectsRetained:   f.tailObjectsRetained.WithLabelValues(s),
 		TailObjectsUnparsed:   f.tailObjectsUnparse.WithLabelValues(s),
 		OldestUnsealedAge:     f.oldestUnsealed.WithLabelValues(s),

@@ -16,20 +16,24 @@ var remoteNames = []string{
 	"remote_reads_total", "remote_read_bytes_total", "remote_read_failures_total",
 	"remote_cache_hits_total", "remote_cache_misses_total",
 	"segments_healed_total", "corrupt_segments",
+	"index_object_reads_total", "index_objects_used_total", "index_objects_refused_total",
 }
 
 var remoteHelps = map[string]string{
-	"local_bytes":                "Logical bytes of the shard's segment files on the local disk, the active one included (read at scrape time).",
-	"local_overshoot_bytes":      "Bytes by which the local sealed segments exceed the local retention budget (segments not yet durable in the bucket stay).",
-	"evicted_segments":           "Sealed segments moved off the local disk; their reads go to the bucket.",
-	"evicted_bytes":              "Bytes of the evicted segments.",
-	"remote_reads_total":         "Evicted segments fetched from the bucket and verified.",
-	"remote_read_bytes_total":    "Bytes of evicted segments fetched from the bucket.",
-	"remote_read_failures_total": "Fetches of evicted segments that failed (the read answered a storage error).",
-	"remote_cache_hits_total":    "Reads of evicted segments served from the in-memory cache.",
-	"remote_cache_misses_total":  "Reads of evicted segments that had to fetch from the bucket.",
-	"segments_healed_total":      "Corrupt local sealed segments replaced by their verified bucket copies (their reads go to the bucket).",
-	"corrupt_segments":           "Local sealed segments found corrupt that no verified bucket copy replaced (reads of their events fail; the shard is not ready).",
+	"local_bytes":                 "Logical bytes of the shard's segment files on the local disk, the active one included (read at scrape time).",
+	"local_overshoot_bytes":       "Bytes by which the local sealed segments exceed the local retention budget (segments not yet durable in the bucket stay).",
+	"evicted_segments":            "Sealed segments moved off the local disk; their reads go to the bucket.",
+	"evicted_bytes":               "Bytes of the evicted segments.",
+	"remote_reads_total":          "Evicted segments fetched from the bucket and verified.",
+	"remote_read_bytes_total":     "Bytes of evicted segments fetched from the bucket.",
+	"remote_read_failures_total":  "Fetches of evicted segments that failed (the read answered a storage error).",
+	"remote_cache_hits_total":     "Reads of evicted segments served from the in-memory cache.",
+	"remote_cache_misses_total":   "Reads of evicted segments that had to fetch from the bucket.",
+	"segments_healed_total":       "Corrupt local sealed segments replaced by their verified bucket copies (their reads go to the bucket).",
+	"corrupt_segments":            "Local sealed segments found corrupt that no verified bucket copy replaced (reads of their events fail; the shard is not ready).",
+	"index_object_reads_total":    "Index objects of evicted segments fetched from the bucket (instead of the segments, to locate their events).",
+	"index_objects_used_total":    "Fetched index objects that describe their evicted segments exactly and were used.",
+	"index_objects_refused_total": "Fetched index objects that do not describe their evicted segments (ignored: the segment was read instead).",
 }
 
 type remoteWatch struct {
@@ -77,6 +81,8 @@ func (c *remoteCollector) Collect(ch chan<- prometheus.Metric) {
 			"remote_read_failures_total": float64(r.FetchFailures),
 			"remote_cache_hits_total":    float64(r.CacheHits), "remote_cache_misses_total": float64(r.CacheMisses),
 			"segments_healed_total": float64(r.Healed), "corrupt_segments": float64(r.Corrupt),
+			"index_object_reads_total": float64(r.IndexFetches), "index_objects_used_total": float64(r.IndexUsed),
+			"index_objects_refused_total": float64(r.IndexRefused),
 		}
 		for _, n := range remoteNames {
 			t := prometheus.GaugeValue

@@ -83,9 +83,12 @@ type SharedResult struct {
 
 // DeleteResult counts the bucket objects a pass removed.
 type DeleteResult struct {
-	Segments int   `json:"segments"`
-	Tails    int   `json:"tails"`
-	Bytes    int64 `json:"bytes"` // sizes from the listing, before the delete
+	Segments int `json:"segments"`
+	Tails    int `json:"tails"`
+	// Indexes are derived index objects (docs/FORMAT.md §6.10) of the
+	// segments covered.
+	Indexes int   `json:"indexes,omitempty"`
+	Bytes   int64 `json:"bytes"` // sizes from the listing, before the delete
 	// Failed deletes are left for the next pass (a delete is idempotent).
 	Failed int `json:"failed"`
 	// Unparsed keys under the shard's segment or tail key space are kept.
@@ -283,8 +286,8 @@ func adopt(store Store, snap localseg.Snapshot, wm watermark.Mark) (localseg.Rec
 }
 
 // DeleteThrough deletes the shard's bucket objects that the watermark
-// covers: segment objects with id ≤ mark.Segment and tail objects whose
-// last sequence ≤ mark.Seq. Deletes are idempotent (a missing key is
+// covers: segment and index objects with id ≤ mark.Segment and tail
+// objects whose last sequence ≤ mark.Seq. Deletes are idempotent (a missing key is
 // success), so running it twice is harmless. A key that does not parse is
 // kept and counted. A failed delete is counted and left for the next pass;
 // only a failed listing returns an error.
@@ -317,7 +320,28 @@ func DeleteThrough(ctx context.Context, b Deleter, shard uint32, mark watermark.
 	res.Bytes += tails.Bytes
 	res.Failed += tails.Failed
 	res.Errors = append(res.Errors, tails.Errors...)
-	return res, err
+	if err != nil {
+		return res, err
+	}
+	// Index objects last: one left behind by a crash here is an orphan no
+	// reader uses (only a segment above the watermark is looked up).
+	iv, err := bucketview.Read(ctx, b, shard, bucketview.Options{Parts: bucketview.Indexes})
+	res.Unparsed += len(iv.Unparsed)
+	if err != nil {
+		return res, err
+	}
+	for _, info := range iv.IndexObjects {
+		if info.Parsed.Segment > mark.Segment {
+			continue
+		}
+		if err := b.Delete(ctx, info.Key); err != nil {
+			res.fail(info.Key, err)
+			continue
+		}
+		res.Indexes++
+		res.Bytes += info.Size
+	}
+	return res, nil
 }
 
 // deleteTailsThrough deletes the shard's tail objects whose last sequence
@@ -344,7 +368,8 @@ func deleteTailsThrough(ctx context.Context, b Deleter, shard uint32, seq uint64
 }
 
 // deleteNewlyCovered deletes the segment objects in (before.Segment,
-// mark.Segment] by their keys, and the tail objects at or below mark.Seq
+// mark.Segment] by their keys, each after its index object (a failed
+// index delete leaves an orphan for the next sweep, nothing a reader uses), and the tail objects at or below mark.Seq
 // found by listing the tail key space (tail keys carry sequences, not
 // segment ids; cleanup keeps that listing short). The ids of the store's
 // segment-id jumps (a takeover's gap of 2^20 ids, docs/FORMAT.md §3.12) are
@@ -356,6 +381,12 @@ func deleteNewlyCovered(ctx context.Context, b Deleter, shard uint32, before, ma
 		if to, ok := jumpedOver(jumps, id); ok {
 			id = to - 1
 			continue
+		}
+		ikey := blobtier.IndexKey(shard, id)
+		if err := b.Delete(ctx, ikey); err != nil {
+			res.fail(ikey, err)
+		} else {
+			res.Indexes++
 		}
 		key := blobtier.SegmentKey(shard, id)
 		if err := b.Delete(ctx, key); err != nil {

@@ -94,6 +94,13 @@ type remoteSegments struct {
 	shard uint32
 }
 
+// FetchIndex reads segment id's index object (indexobj.go), checked against
+// its metadata; the store checks what it describes (localseg indexobj.go).
+func (r remoteSegments) FetchIndex(ctx context.Context, id uint64) ([]byte, error) {
+	data, _, err := r.b.Get(ctx, blobtier.IndexKey(r.shard, id))
+	return data, err
+}
+
 func (r remoteSegments) FetchSegment(ctx context.Context, id uint64) ([]byte, uint64, error) {
 	data, m, err := r.b.Get(ctx, blobtier.SegmentKey(r.shard, id))
 	if errors.Is(err, blobtier.ErrNotFound) || errors.Is(err, blobtier.ErrCorrupt) {

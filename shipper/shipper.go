@@ -93,6 +93,7 @@ type Shipper struct {
 
 	mu             sync.Mutex
 	durable        map[uint64]bool // sealed segment id → its object matches the local bytes
+	indexRetry     map[uint64]bool // segments whose index object's put failed (indexobj.go)
 	healing        map[uint64]bool // the start's segments damaged on the disk, replaced by their objects at HealPending (heal.go)
 	wm             watermark.Mark  // the bucket's reclaim watermark as last read or written
 	stopErr        error           // a second writer: shipping, GC and cleanup stopped

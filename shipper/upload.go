@@ -23,6 +23,7 @@ type UploadReport struct {
 // ids stay in order.
 func (s *Shipper) uploadSealed(ctx context.Context) (UploadReport, error) {
 	var rep UploadReport
+	s.retryIndexes(ctx)
 	snap, err := s.store.Snapshot()
 	if err != nil {
 		return rep, err
@@ -85,6 +86,7 @@ func (s *Shipper) uploadSealed(ctx context.Context) (UploadReport, error) {
 		if seq, _ := s.contiguous(); seq > 0 {
 			s.advance(seq)
 		}
+		s.putIndex(ctx, seg.ID, data) // derived, after the segment is durable (indexobj.go)
 		s.m.SegmentsUploaded.Inc()
 		rep.Uploaded++
 		rep.Pending--

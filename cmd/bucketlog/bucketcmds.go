@@ -88,7 +88,8 @@ every segment and tail object's length, digest and frames, tail objects
 against their keys, segment ids contiguous above the watermark, sequences
 continuing across objects, overlapping objects identical, and the cursor
 object within what the bucket holds, and the reclaim watermark vouched for
-by the other objects. Without --shards (e.g. 0,1,3) or --shard-count N
+by the other objects. Index objects (derived, never needed to restore) are
+checked against their segment objects and counted, never a problem. Without --shards (e.g. 0,1,3) or --shard-count N
 (0..N-1) it checks every shard the bucket holds, found by listing it, and
 names them in shards_found. A shard asked for that holds no object, and a
 bucket that holds no shard at all, are problems (class missing). Exit 0
@@ -105,7 +106,11 @@ Output (report fields):
              through (what a restore would reach), shipped_through, consumers,
              orphan_segments, tail_objects_below_watermark, tail_objects_superseded,
              unparsed_keys, problems (a count), zombie_objects, lineage and
-             highest_segment_id (as restore reports them)
+             highest_segment_id (as restore reports them), index_objects,
+             index_objects_usable, index_objects_unusable (keys, each with
+             why: a reader ignores it and fetches the segment),
+             index_objects_orphaned (at or below the watermark, or with no
+             segment object: GC's next sweep deletes them)
   objects, bytes, seconds   objects read, their bytes, wall time
   problems   every problem: {"shard","class","key","detail"}, class one of
              corrupt, gap, conflict, cursor, missing, io, watermark (a reclaim
