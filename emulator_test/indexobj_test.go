@@ -211,5 +211,3 @@ func segmentOf(t *testing.T, s *localseg.Store, seq uint64) (uint64, bool) {
 	}
 	return 0, false
 }
-
-

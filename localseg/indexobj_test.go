@@ -181,7 +181,9 @@ func patchIndex(b []byte, off int, v uint64) []byte {
 // (counted) and the segment is fetched instead; the reads are right.
 func TestIndexObjectsThatDoNotDescribeTheSegmentAreIgnored(t *testing.T) {
 	cases := map[string]func(id uint64, r *indexRemote, imp []localseg.EvictedSegment) []byte{
-		"truncated": func(id uint64, r *indexRemote, _ []localseg.EvictedSegment) []byte { return r.idx[id][:len(r.idx[id])/2] },
+		"truncated": func(id uint64, r *indexRemote, _ []localseg.EvictedSegment) []byte {
+			return r.idx[id][:len(r.idx[id])/2]
+		},
 		"another segment's": func(id uint64, r *indexRemote, imp []localseg.EvictedSegment) []byte {
 			for _, e := range imp {
 				if e.ID != id {
