@@ -231,7 +231,11 @@
 //
 // blobtier lists one shard and kind at a time; there is no listing of the
 // whole bucket, so Verify walks the shards it is given (VerifyOptions) and
-// names them in its report.
+// names them in its report. It also lists the shard's index objects
+// (docs/FORMAT.md §6.10) and checks each against its segment object
+// (verifyindex.go): usable, unusable or orphaned, never a problem (they are
+// derived). Hydrate and restore never read index objects; a lazily hydrated
+// store reads them on demand (localseg indexobj.go).
 //
 // # Concurrency
 //

@@ -200,8 +200,8 @@
 // from the newest frames on disk (reading segments backwards until N
 // events, so open stays independent of the log's length), which is what
 // carries it across a restart, a crash, a hydrate and a restore. After a
-// lazy hydrate (issue 16, not built) it covers only the events whose
-// frames are local. A damaged sealed segment ends the rebuild there
+// lazy hydrate it covers the newest window's events: the open fetches
+// the evicted segments the window needs beyond the local ones. A damaged sealed segment ends the rebuild there
 // (logged; reads report the corruption). An entry costs 34 bytes (two
 // keyed 64-bit hashes of the id and a keyed 64-bit hash of the content in
 // a ring, a 4-byte slot of a table at most half full; at most 48,
@@ -283,7 +283,14 @@
 // evicted segment without a valid index file stays pending, unread, until a
 // read by sequence needs it (O(log n) fetches to find a sequence deep in
 // the history); a per-execution read builds the index in full, fetching
-// each pending segment once and writing its index file. While segments are
+// each pending segment once and writing its index file. With a remote
+// source that also serves index objects (IndexSource, indexobj.go;
+// docs/FORMAT.md §6.10) a pending segment is first located from its index
+// object, used only when it records the length, xxh64 (and, when known,
+// the first event) evicted.json holds for the segment: then only the
+// segments a read needs are fetched (a per-execution read fetches the
+// index objects eight at a time, and then only the segments holding the
+// execution); anything else falls back to fetching the segment. While segments are
 // pending the index build checks the consumers and (when no event follows
 // them) the tip only against the checkpoint's word; the full build checks
 // them against every frame. A lazy hydrate records its remote segments with

@@ -42,8 +42,10 @@
 // watermark locally (a pass that crashed after its commit left the store
 // behind) → plan (only segments durable in the bucket) → commit the
 // watermark (watermark.Advance, compare-and-swap, monotonic) → reclaim
-// locally → delete the bucket's segment objects ≤ the watermark's segment and
-// tail objects whose last sequence ≤ its sequence. Cold loads skip
+// locally → delete the bucket's segment objects ≤ the watermark's segment
+// (each after its derived index object, docs/FORMAT.md §6.10; a sweep also
+// lists the index objects and deletes those ≤ it) and tail objects whose
+// last sequence ≤ its sequence. Cold loads skip
 // everything ≤ the watermark, so a crash after any step leaves orphans no
 // reader looks at, which the next pass deletes (deletes are idempotent; a
 // failed delete is counted and retried next pass). A watermark the local

@@ -72,6 +72,15 @@
 // pass meeting a damaged segment whose object the start's listing missed
 // judges it the same way.
 //
+// Index objects (indexobj.go; docs/FORMAT.md §6.10): once a segment is
+// durable, the uploader puts its index (the store's SegmentIndexObject)
+// under idx.<shard>.<id>, write-once with the writer's epoch. Derived, best
+// effort: a failure is counted and retried while the segment is local, and
+// never fails or holds back shipping, GC or eviction; another object under
+// the key is left in place (readers use an index object only when it
+// records their segment's exact length and xxh64). RemoteSegments serves
+// them to the store (FetchIndex).
+//
 // Restore and Verify (restore.go) take the bucket the one way (OpenBucket);
 // a restored directory records its bucket like an opened one. A nil
 // *Shipper (a store without a bucket) answers the root's gates (Appended,
