@@ -2,6 +2,7 @@ package localseg
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/bucketlog/bucketlog/internal/redcontrol"
 )
 
 // Index objects (docs/FORMAT.md §6.10): the index file of a sealed segment
@@ -88,6 +91,15 @@ func (s *Store) indexObjectPiece(rg segRange, fetch func(id uint64) ([]byte, err
 		}
 		if !ok {
 			err = errSegIdx
+		}
+	}
+	if redcontrol.IndexObjectsUnchecked.Load() && len(raw) >= segIdxHeader {
+		// The RED control's engine: any index object that decodes as the
+		// one of whatever segment its header names is taken for this one.
+		le := binary.LittleEndian
+		if q, _, qerr := decodeSegIndex(raw, le.Uint64(raw[8:]), int64(le.Uint64(raw[16:]))); qerr == nil {
+			q.id, q.offs.id = rg.id, rg.id
+			p, d, err = q, en.digest, nil
 		}
 	}
 	if err != nil || d != en.digest {

@@ -86,6 +86,7 @@ func (r *run) restoreVariant(ctx context.Context) (restored, error) {
 		return r.w.restore(ctx)
 	}
 	got, lz, err := r.w.restoreLazy(ctx)
+	r.noteIndexReads()
 	switch {
 	case err != nil:
 	case lz == nil:
@@ -121,5 +122,9 @@ func (w *world) restoreLazy(ctx context.Context) (restored, *coldload.LazyReport
 	}
 	defer l.Close()
 	got, err := readLog(l)
+	if err == nil {
+		err = checkExecutions(l, got) // remote segments located by their index objects (index.go)
+	}
+	w.lastIndex = l.Store().RemoteStats()
 	return got, rep.Lazy, err
 }

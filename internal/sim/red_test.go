@@ -3,6 +3,8 @@ package sim
 import (
 	"os"
 	"testing"
+
+	"github.com/bucketlog/bucketlog/internal/redcontrol"
 )
 
 // TestSimNoFenceREDControl is the two-writer model's RED control: with every
@@ -30,4 +32,34 @@ func TestSimNoFenceREDControl(t *testing.T) {
 		return
 	}
 	t.Fatalf("unfenced, %d seeds of the two-writer model found no violation: the fencing oracle cannot fail", limit)
+}
+
+// TestSimIndexREDControl is the index objects' RED control: with the
+// readers' trust rule off (redcontrol.IndexObjectsUnchecked: an index
+// object is used whatever segment it describes), the forged index objects
+// of the damage-index op must fail the oracle within a bounded number of
+// seeds, and the seed it fails must pass with the rule on.
+func TestSimIndexREDControl(t *testing.T) {
+	const limit = 60
+	known := parseKnown(t, *flagKnown)
+	run := func(seed uint64) Result {
+		cfg := Config{Steps: *flagSteps, Known: known, Dir: tempDir(t)}
+		defer os.RemoveAll(cfg.Dir)
+		return Run(seed, cfg, NewStats())
+	}
+	defer redcontrol.IndexObjectsUnchecked.Store(false)
+	for seed := uint64(1); seed <= limit; seed++ {
+		redcontrol.IndexObjectsUnchecked.Store(true)
+		res := run(seed)
+		redcontrol.IndexObjectsUnchecked.Store(false)
+		if !res.Failed() {
+			continue
+		}
+		t.Logf("index objects unchecked: %d seed(s) to the first failure: seed %d at step %d: %v", seed, seed, res.Step, res.Violation)
+		if checked := run(seed); checked.Failed() {
+			t.Fatalf("seed %d fails with the trust rule on too (step %d: %v): the control shows nothing", seed, checked.Step, checked.Violation)
+		}
+		return
+	}
+	t.Fatalf("with index objects unchecked, %d seeds found no violation: the oracle cannot see a wrong index object", limit)
 }

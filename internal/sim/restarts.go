@@ -295,6 +295,9 @@ func (r *run) opRestore(ctx context.Context, strict bool) *violation {
 	got, err := r.restoreVariant(ctx) // every other one lazy (evict.go)
 	r.logf("restore -> %d records base %d tip %d %s", len(got.records), got.base, got.tip, errClass(err))
 	if err != nil {
+		if errors.Is(err, errExecRead) {
+			return fail("exec-read", "the restored store: %v", err)
+		}
 		if r.damageOutstanding(true) || (!strict && (r.damageOutstanding(false) || r.watermarkUnreadable(ctx) || r.writeDamageExcusesRestore(ctx))) {
 			return nil
 		}

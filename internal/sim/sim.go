@@ -209,6 +209,7 @@ var ops = []op{
 	{"fault-disk", 2, true, func(r *run, ctx context.Context) *violation { return r.opDiskFault() }},
 	{"damage-at-rest", 2, true, func(r *run, ctx context.Context) *violation { return r.opDamage() }},
 	{"damage-local", 2, true, func(r *run, ctx context.Context) *violation { return r.opDamageLocal() }},
+	{"damage-index", 2, true, func(r *run, ctx context.Context) *violation { return r.opDamageIndex(ctx) }},
 	{"heal", 3, true, func(r *run, ctx context.Context) *violation { r.heal(); r.logf("heal"); return nil }},
 	{"lose-segment", 1, true, func(r *run, ctx context.Context) *violation { return r.opLoseSegment(ctx) }},
 	{"fault-damaged-put", 1, true, func(r *run, ctx context.Context) *violation { return r.opDamagedPut(ctx) }},

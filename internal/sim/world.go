@@ -61,6 +61,10 @@ type world struct {
 	nofence bool
 	evict   int64 // the local retention budget (evict.go)
 
+	// lastIndex is the remote reads of the last lazily restored store
+	// (index.go: its index objects used and refused).
+	lastIndex localseg.RemoteStats
+
 	// lazyOwners counts the hydrates by Open that left segments remote:
 	// the owner's open then resolved their event ranges (evict.go).
 	lazyOwners int
