@@ -174,12 +174,13 @@ func rateLabel(rate int) string {
 }
 
 // segmentDollars prices the month's requests on segment keys (the upload
-// and its read-back), at the HTTP level: a blobtier Get is one GET (the
+// and its read-back) and index keys (the derived index object put beside
+// each segment), at the HTTP level: a blobtier Get is one GET (the
 // response carries the metadata), a Stat one HEAD.
 func (c costCell) segmentDollars() float64 {
 	var usd float64
 	for ok, n := range c.counts.ByOpKind {
-		if ok.Kind != blobtier.KindSegment {
+		if ok.Kind != blobtier.KindSegment && ok.Kind != blobtier.KindIndex {
 			continue
 		}
 		switch ok.Op {

@@ -50,6 +50,22 @@ type restoreBucket struct {
 	keys  []string
 	bytes int64  // segment object bytes
 	tip   uint64 // the last sequence the bucket holds
+	// needle is an execution whose needleEvents events were appended
+	// together halfway through the history (a short-lived execution: the
+	// lazyrestore section's per-execution read).
+	needle string
+}
+
+// needleEvents is how many events the needle execution has.
+const needleEvents = 64
+
+// restoreNeedle is shard's needle execution id.
+func restoreNeedle(shard int) string {
+	for i := 0; ; i++ {
+		if id := fmt.Sprintf("needle-%d", i); affinity.ShardFor(id, restoreShards) == shard {
+			return id
+		}
+	}
 }
 
 // buildRestoreBucket builds shard 0 of the section's bucket
@@ -96,6 +112,13 @@ func buildRestoreShard(ctx context.Context, env *harness.Env, b blobtier.Bucket,
 		}
 		if n >= target {
 			break
+		}
+		if rb.needle == "" && n >= target/2 {
+			rb.needle = restoreNeedle(shard)
+			needle := &eventSource{p: src.p, ids: []string{rb.needle}, next: 1 << 40}
+			if err := appendEvents(ctx, l, needle, needleEvents); err != nil {
+				return rb, err
+			}
 		}
 		if err := appendEvents(ctx, l, src, 8*1000); err != nil {
 			return rb, err
