@@ -9,8 +9,8 @@ import (
 
 	"github.com/bucketlog/bucketlog"
 	"github.com/bucketlog/bucketlog/bench/internal/buckets"
-	"github.com/bucketlog/bucketlog/blobtier"
 	"github.com/bucketlog/bucketlog/bench/internal/harness"
+	"github.com/bucketlog/bucketlog/blobtier"
 )
 
 func init() {
