@@ -133,9 +133,13 @@ func (s *Store) prefetchIndexObjects(snap []segRange) func(id uint64) ([]byte, e
 	if _, ok := s.ev.remote.(IndexSource); !ok {
 		return nil
 	}
+	type fetched struct {
+		raw []byte
+		err error
+	}
 	var (
 		mu  sync.Mutex
-		got = map[uint64][]byte{}
+		got = map[uint64]fetched{}
 		g   errgroup.Group
 	)
 	g.SetLimit(indexFetchConcurrency)
@@ -148,21 +152,23 @@ func (s *Store) prefetchIndexObjects(snap []segRange) func(id uint64) ([]byte, e
 			continue
 		}
 		g.Go(func() error {
-			if raw, err := s.fetchIndexObject(rg.id); err == nil && raw != nil {
-				mu.Lock()
-				got[rg.id] = raw
-				mu.Unlock()
+			raw, err := s.fetchIndexObject(rg.id)
+			if err == nil && raw == nil {
+				err = errSegIdx
 			}
+			mu.Lock()
+			got[rg.id] = fetched{raw, err}
+			mu.Unlock()
 			return nil
 		})
 	}
 	_ = g.Wait()
 	return func(id uint64) ([]byte, error) {
 		mu.Lock()
-		raw, ok := got[id]
+		f, ok := got[id]
 		mu.Unlock()
 		if ok {
-			return raw, nil
+			return f.raw, f.err // a failed one is not asked for again
 		}
 		return s.fetchIndexObject(id)
 	}

@@ -86,6 +86,7 @@ func lazyRestoreOne(ctx context.Context, env *harness.Env, target int64) (full, 
 	}
 	env.Logf("lazyrestore: built %d segment objects, %s, %d events in %v", len(rb.keys), mibLabel(rb.bytes), rb.tip, time.Since(t0).Round(time.Millisecond))
 	src := newEventSource(BucketPayload, env.Executions)
+	src.next = 1 << 41 // transaction ids the history does not hold (the window would answer them as retries)
 	appendable := func(lazyBytes int64) (time.Duration, error) {
 		root, err := tempDir(env.WorkDir, "lazyrestore-")
 		if err != nil {
