@@ -251,3 +251,44 @@ func firstOf(t *testing.T, f *evictFixture, id uint64) uint64 {
 	}
 	return p.FirstSeq
 }
+
+// TestOwnerOpenResolvesFirstsFromIndexObjects: an owner's open of a lazily
+// hydrated store that does not know its remote segments' first events
+// learns them from the index objects, fetching no segment, and then reads
+// every event back right.
+func TestOwnerOpenResolvesFirstsFromIndexObjects(t *testing.T) {
+	f, r, imp := rareFixture(t)
+	o := f.options()
+	o.Remote, o.TransactionWindow, o.ResolveFirsts = r, 10, true
+	s, err := localseg.Open(f.dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if n, ids := fetchedTotal(f.remote); n != 0 || r.idxReads != len(imp) {
+		t.Fatalf("the owner's open fetched %d segments %v and %d index objects; want none and %d", n, ids, r.idxReads, len(imp))
+	}
+	for _, e := range imp {
+		seg := segmentInfo(t, s, e.ID)
+		if want := firstOf(t, f, e.ID); seg.FirstSeq != want && !(want == 0 && seg.Events == 0) {
+			t.Fatalf("segment %d: first event %d after the open, want %d", e.ID, seg.FirstSeq, want)
+		}
+	}
+	f.check(t, s, 0)
+}
+
+// segmentInfo is segment id in s's snapshot.
+func segmentInfo(t *testing.T, s *localseg.Store, id uint64) localseg.SegmentInfo {
+	t.Helper()
+	snap, err := s.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, seg := range snap.Segments {
+		if seg.ID == id {
+			return seg
+		}
+	}
+	t.Fatalf("no segment %d", id)
+	return localseg.SegmentInfo{}
+}

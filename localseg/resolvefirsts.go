@@ -22,8 +22,9 @@ const resolveFetches = 8
 // unknown range there reads as none (the simulation found shipped_through
 // rebuilt from 60 to 0, and an open refused as diverged). So a writable
 // open asked to resolve them fetches each such segment once, verified as
-// every remote read is (length, xxh64, every frame: remote.go), learns its
-// first event and records it in evicted.json (committed like the store's
+// every remote read is (length, xxh64, every frame: remote.go), or its index
+// object when that describes exactly the recorded bytes (indexobj.go),
+// learns its first event and records it in evicted.json (committed like the store's
 // own record), before recovery changes a byte; when the bucket cannot
 // serve one, the open is refused with ErrRemoteRead and the directory is
 // left as it was. The record it writes then reads like one of the store's
@@ -55,6 +56,14 @@ func (s *Store) resolveUnknownFirsts() error {
 		}
 		resolved++
 		g.Go(func() error {
+			// The segment's index object, when it describes exactly the
+			// recorded bytes (indexobj.go), gives the range without the
+			// segment.
+			if p, raw, ok := s.indexObjectPiece(segRange{id: en.ID, to: en.Size, sealed: true}, s.fetchIndexObject); ok {
+				results[i] = result{first: p.first, last: p.first + uint64(p.n) - 1, events: p.n > 0}
+				_ = writeSegIndex(s.fs, s.dir, en.ID, raw) // a cache (§3.6): the replay loads it
+				return nil
+			}
 			data, err := s.ev.fetch(en)
 			if err != nil {
 				return fmt.Errorf("localseg: the owner's open must know the events of segment %d (a lazy hydrate left it in the bucket): %w", en.ID, err)
