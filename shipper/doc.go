@@ -8,7 +8,10 @@
 // then does it adopt the bucket's watermark locally. A damaged watermark is
 // rewritten after the checks with the local reclaim base, raised to the last
 // local segment boundary below the lowest sequence the bucket still holds,
-// so the repair never lowers it. A damaged cursor object does not stop the
+// so the repair never lowers it. The uploader deletes its own damaged
+// segment object to put it again only once tail objects hold the
+// segment's events (bridge.go), so that delete leaves no hole the repair
+// takes for a reclaim. A damaged cursor object does not stop the
 // owner: it is rebuilt after the checks from the owner's shipped position
 // and consumers (logged), never below what the bucket's objects imply
 // (our damaged segments, which the uploader puts again, count), so its
@@ -44,7 +47,7 @@
 // writer (ErrSecondWriter: shipping, GC and cleanup stop). An object that
 // carries our own metadata but not its bytes (our damaged upload, left over
 // when its delete failed) is no second writer: it is deleted and uploaded
-// again. An older epoch's damaged object under a tail key we need is shipped
+// again, after tail objects that hold its events (bridge.go). An older epoch's damaged object under a tail key we need is shipped
 // around: the active segment is sealed and uploaded, and when that upload
 // fails too, the batch ships cut shorter under other tail keys (recut.go).
 // A GC pass during which a newer owner fenced this writer (its bucket

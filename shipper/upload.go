@@ -62,7 +62,7 @@ func (s *Shipper) uploadSealed(ctx context.Context) (UploadReport, error) {
 			return rep, err
 		}
 		key := blobtier.SegmentKey(s.shard, seg.ID)
-		err = s.putSegment(ctx, key, data)
+		err = s.putSegment(ctx, key, data, seg)
 		if errors.Is(err, blobtier.ErrConflict) && !errors.Is(err, blobtier.ErrCorrupt) {
 			if err = s.conflict(ctx, key, data, err); s.stopped() != nil {
 				return rep, err
@@ -107,8 +107,10 @@ func (s *Shipper) uploadSealed(ctx context.Context) (UploadReport, error) {
 // is no second writer: it is deleted and put once more, so a damaged
 // object Open left in place is replaced in the same pass. A read-back
 // damaged on the way looks the same, so a damaged read is read once more
-// before the object is deleted.
-func (s *Shipper) putSegment(ctx context.Context, key string, data []byte) error {
+// before the object is deleted. The delete waits for tail objects that
+// hold the segment's events (bridge.go): until the put lands again, the
+// bucket must not lack a key for them.
+func (s *Shipper) putSegment(ctx context.Context, key string, data []byte, seg localseg.SegmentInfo) error {
 	var err error
 	for round := 0; round < 2; round++ {
 		err = s.b.PutIfAbsent(ctx, key, data, s.o.Epoch)
@@ -130,6 +132,10 @@ func (s *Shipper) putSegment(ctx context.Context, key string, data []byte) error
 		}
 		if !errors.Is(err, blobtier.ErrCorrupt) {
 			return err
+		}
+		if berr := s.bridge(ctx, seg); berr != nil {
+			s.log.Error("a segment of this shard reads back damaged from the bucket; not deleted until tail objects hold its events", "key", key, "err", err, "bridge_err", berr)
+			return errors.Join(err, berr)
 		}
 		s.log.Error("a segment of this shard reads back damaged from the bucket; deleting it to upload again", "key", key, "err", err)
 		if derr := s.b.Delete(ctx, key); derr != nil {
