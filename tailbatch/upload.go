@@ -45,7 +45,7 @@ func (e *UploadError) Unwrap() error { return e.Err }
 // acknowledgement) is success. A different one is an *UploadError that
 // matches blobtier.ErrConflict.
 func Upload(ctx context.Context, b Putter, src RangeReader, batch Batch) error {
-	return upload(ctx, b, src, batch, nil)
+	return upload(ctx, b, src, batch, nil, nil)
 }
 
 // upload is Upload; afterPut, when set, runs after every put that the
@@ -53,8 +53,10 @@ func Upload(ctx context.Context, b Putter, src RangeReader, batch Batch) error {
 // the HEAD that must follow the put need not wait for the read-back). Its
 // error fails the upload; a read-back error wins over it, and a round that
 // puts again runs it again, so a nil result means afterPut succeeded after
-// the put of the bytes that read back intact.
-func upload(ctx context.Context, b Putter, src RangeReader, batch Batch, afterPut func() error) error {
+// the put of the bytes that read back intact. bridge, when set, runs
+// before a damaged object of ours is deleted (bridge.go): its error keeps
+// the object and fails the upload.
+func upload(ctx context.Context, b Putter, src RangeReader, batch Batch, afterPut, bridge func() error) error {
 	if err := checkBatch(batch); err != nil {
 		return &UploadError{Key: batch.Key, Err: err}
 	}
@@ -84,6 +86,12 @@ func upload(ctx context.Context, b Putter, src RangeReader, batch Batch, afterPu
 		// writer; if it stays damaged the batch fails and its events ship
 		// on the next pass.
 		err = fmt.Errorf("%w: the object reads back damaged (%v)", ErrDamaged, err)
+		if bridge != nil {
+			if berr := bridge(); berr != nil {
+				err = fmt.Errorf("%w; not deleted until other objects hold its events: %v", err, berr)
+				break
+			}
+		}
 		if derr := b.Delete(ctx, batch.Key); derr != nil {
 			err = fmt.Errorf("%w; deleting it failed, the next pass deletes it: %v", err, derr)
 			break
