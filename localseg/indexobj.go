@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/bucketlog/bucketlog/internal/redcontrol"
 )
@@ -123,56 +122,81 @@ func (s *Store) fetchIndexObject(id uint64) ([]byte, error) {
 	return src.FetchIndex(ctx, id)
 }
 
-// prefetchIndexObjects fetches, indexFetchConcurrency at a time, the index
-// objects of the evicted segments among snap that have no local index
-// file, for a full index build (which then reads them from the returned
-// function instead of one at a time; one whose local file turns out not to
-// be trusted is fetched then). Failures are left out: the build fetches
-// the segment instead.
-func (s *Store) prefetchIndexObjects(snap []segRange) func(id uint64) ([]byte, error) {
+// prefetchIndexObjects returns, for a full index build, the fetch of the
+// index objects of the evicted segments among snap that have no local
+// index file, read ahead in id order (the order the build asks for them):
+// asking for one starts the fetches of up to indexFetchConcurrency after
+// it, so the round trips overlap and at most that many bodies wait in
+// memory. An id asked for a second time (a replay run again), or one it
+// was not built for, is fetched at once.
+func (s *Store) prefetchIndexObjects(snap []segRange) *idxReadAhead {
 	if _, ok := s.ev.remote.(IndexSource); !ok {
 		return nil
 	}
-	type fetched struct {
-		raw []byte
-		err error
-	}
-	var (
-		mu  sync.Mutex
-		got = map[uint64]fetched{}
-		g   errgroup.Group
-	)
-	g.SetLimit(indexFetchConcurrency)
+	p := &idxReadAhead{s: s, pos: map[uint64]int{}, calls: map[uint64]*idxCall{}}
 	for _, rg := range snap {
 		en, ok := s.ev.get(rg.id)
-		if !ok || !rg.sealed {
+		if !ok || !rg.sealed || en.Size != rg.to {
 			continue
 		}
-		if _, err := s.fs.Stat(filepath.Join(s.dir, SegmentIndexFileName(rg.id))); err == nil || en.Size != rg.to {
-			continue
+		if _, err := s.fs.Stat(filepath.Join(s.dir, SegmentIndexFileName(rg.id))); err == nil {
+			continue // the replay loads the local file
 		}
-		g.Go(func() error {
-			raw, err := s.fetchIndexObject(rg.id)
-			if err == nil && raw == nil {
-				err = errSegIdx
-			}
-			mu.Lock()
-			got[rg.id] = fetched{raw, err}
-			mu.Unlock()
-			return nil
-		})
+		p.pos[rg.id] = len(p.ids)
+		p.ids = append(p.ids, rg.id)
 	}
-	_ = g.Wait()
-	return func(id uint64) ([]byte, error) {
-		mu.Lock()
-		f, ok := got[id]
-		mu.Unlock()
-		if ok {
-			return f.raw, f.err // a failed one is not asked for again
-		}
-		return s.fetchIndexObject(id)
-	}
+	return p
 }
+
+// idxReadAhead is prefetchIndexObjects' read-ahead.
+type idxReadAhead struct {
+	s     *Store
+	ids   []uint64       // to fetch, ascending
+	pos   map[uint64]int // id → its place in ids
+	mu    sync.Mutex
+	next  int // the first of ids not started
+	calls map[uint64]*idxCall
+	wg    sync.WaitGroup
+}
+
+type idxCall struct {
+	done chan struct{}
+	raw  []byte
+	err  error
+}
+
+func (p *idxReadAhead) get(id uint64) ([]byte, error) {
+	i, ok := p.pos[id]
+	if !ok {
+		return p.s.fetchIndexObject(id)
+	}
+	p.mu.Lock()
+	for ; p.next < len(p.ids) && p.next <= i+indexFetchConcurrency; p.next++ {
+		c := &idxCall{done: make(chan struct{})}
+		p.calls[p.ids[p.next]] = c
+		p.wg.Add(1)
+		go func(id uint64) {
+			defer p.wg.Done()
+			c.raw, c.err = p.s.fetchIndexObject(id)
+			if c.err == nil && c.raw == nil {
+				c.err = errSegIdx
+			}
+			close(c.done)
+		}(p.ids[p.next])
+	}
+	c := p.calls[id]
+	delete(p.calls, id)
+	p.mu.Unlock()
+	if c == nil {
+		return p.s.fetchIndexObject(id) // asked for before: a replay run again
+	}
+	<-c.done
+	return c.raw, c.err
+}
+
+// wait waits for the fetches started and not asked for (a build that
+// ended early).
+func (p *idxReadAhead) wait() { p.wg.Wait() }
 
 // CheckIndexObject reports whether raw is an index object of segment id
 // that describes exactly a segment of length size whose bytes hash to

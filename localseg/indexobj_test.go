@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -21,11 +22,19 @@ type indexRemote struct {
 	mu       sync.Mutex
 	idx      map[uint64][]byte
 	idxReads int
+	// inFlight and maxInFlight count the fetches running at once.
+	inFlight, maxInFlight int
 }
 
 func (r *indexRemote) FetchIndex(_ context.Context, id uint64) ([]byte, error) {
 	r.mu.Lock()
+	r.inFlight++
+	r.maxInFlight = max(r.maxInFlight, r.inFlight)
+	r.mu.Unlock()
+	time.Sleep(100 * time.Microsecond) // a round trip: the read-ahead overlaps them
+	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.inFlight--
 	r.idxReads++
 	b, ok := r.idx[id]
 	if !ok {
@@ -70,6 +79,10 @@ func rareFixture(t *testing.T) (*evictFixture, *indexRemote, []localseg.EvictedS
 		t.Fatal(err)
 	}
 	if err := localseg.ImportEvicted(localseg.OSFS{}, dst, imp); err != nil {
+		t.Fatal(err)
+	}
+	// As a lazy hydrate leaves it: the open replays nothing.
+	if err := localseg.ImportCheckpoint(localseg.OSFS{}, dst, map[string]uint64{"reader": 100}); err != nil {
 		t.Fatal(err)
 	}
 	f.dir = dst
@@ -128,12 +141,19 @@ func TestIndexObjectsLocateWithoutTheSegments(t *testing.T) {
 			want := holding(t, f, imp, "rare")
 			n, ids := fetchedTotal(f.remote)
 			st := s.RemoteStats()
-			t.Logf("index objects %v: %d of %d imported segments fetched %v, %d index objects read, %d used", withIndex, n, len(imp), ids, r.idxReads, st.IndexUsed)
+			t.Logf("index objects %v: %d of %d imported segments fetched %v, %d index objects read (at most %d at once), %d used", withIndex, n, len(imp), ids, r.idxReads, r.maxInFlight, st.IndexUsed)
 			if !withIndex {
 				if len(ids) != len(imp) || st.IndexUsed != 0 {
 					t.Fatalf("without index objects: %d segments fetched, %d index objects used; want all %d, 0", len(ids), st.IndexUsed, len(imp))
 				}
 				return
+			}
+			// The read-ahead runs the fetches of the one the build asks for
+			// and the indexFetchConcurrency (8) after it, and one more
+			// while the consumed one's fetch returns: at most 10 at once,
+			// whatever the number of segments.
+			if r.maxInFlight > 10 || r.maxInFlight < 2 {
+				t.Fatalf("%d index objects fetched at once, want 2..10", r.maxInFlight)
 			}
 			if n != len(want) || st.IndexUsed != int64(len(imp)) || st.IndexRefused != 0 {
 				t.Fatalf("%d segments fetched %v (want the %d holding the execution: %v), %d index objects used of %d, %d refused",

@@ -53,11 +53,12 @@ func (s *Store) ensureIndexMode(full bool) error {
 	}
 
 	s.mu.Unlock()
+	var ahead *idxReadAhead
 	if full {
-		// The index objects of evicted segments never held here, fetched
-		// at once rather than one by one as the replay meets them.
-		if fetch := s.prefetchIndexObjects(snap); fetch != nil {
-			ix.fromObject = func(rg segRange) (*piece, []byte, bool) { return s.indexObjectPiece(rg, fetch) }
+		// The index objects of evicted segments never held here, read
+		// ahead of the replay rather than one round trip at a time.
+		if ahead = s.prefetchIndexObjects(snap); ahead != nil {
+			ix.fromObject = func(rg segRange) (*piece, []byte, bool) { return s.indexObjectPiece(rg, ahead.get) }
 		}
 	}
 	// A damaged sealed segment is indexed from its verified bucket copy
@@ -82,6 +83,9 @@ func (s *Store) ensureIndexMode(full bool) error {
 		r = &replay{tip: s.reclaimedSeq, cons: make(map[string]uint64), idx: newIndex(), imported: s.ev.imported()}
 		clear(firsts)
 		err = r.replayRanges(open, ix, snap, first)
+	}
+	if ahead != nil {
+		ahead.wait()
 	}
 	s.mu.Lock()
 	if err == nil {
