@@ -314,9 +314,10 @@
 // copy keeps answering ErrCorrupt and is reported by Unhealed; a bucket
 // failing the fetch is ErrRemoteRead; a poisoned store answers its poison.
 //
-// Not built yet (later sessions): derived index objects in the
-// bucket for a machine that never had the segment, ranged GETs (whole
-// segments are fetched), paging out evicted segments' index entries.
+// Not built yet (later sessions): ranged GETs (whole segments are
+// fetched, also by a per-execution read that needs a few events of one),
+// paging out evicted segments' index entries (they stay in memory, about
+// 7 bytes an event). Index objects (indexobj.go) are built.
 // An evicted segment whose bucket object is not listed with its metadata
 // stops the owner's start (shipper/evict.go: retried like a failing
 // bucket, then refused naming the segment; ErrDiverged when it differs),
