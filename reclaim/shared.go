@@ -299,49 +299,41 @@ func DeleteThrough(ctx context.Context, b Deleter, shard uint32, mark watermark.
 	if mark.Segment == 0 && mark.Seq == 0 {
 		return res, nil
 	}
-	v, err := bucketview.Read(ctx, b, shard, bucketview.Options{Parts: bucketview.Segments})
+	// Index objects (derived, docs/FORMAT.md §6.10) go with their segments:
+	// one a crash leaves behind is an orphan no reader uses (only segments
+	// above the watermark are looked up), which the next sweep deletes.
+	v, err := bucketview.Read(ctx, b, shard, bucketview.Options{Parts: bucketview.Segments | bucketview.Indexes})
 	res.Unparsed = len(v.Unparsed)
 	if err != nil {
 		return res, err
 	}
-	for _, info := range v.SegmentObjects {
-		if info.Parsed.Segment > mark.Segment {
-			continue
-		}
-		if err := b.Delete(ctx, info.Key); err != nil {
-			res.fail(info.Key, err)
-			continue
-		}
-		res.Segments++
-		res.Bytes += info.Size
-	}
+	res.Segments = res.deleteUpTo(ctx, b, v.SegmentObjects, mark.Segment)
+	res.Indexes = res.deleteUpTo(ctx, b, v.IndexObjects, mark.Segment)
 	tails, err := deleteTailsThrough(ctx, b, shard, mark.Seq)
 	res.Tails, res.Unparsed = tails.Tails, res.Unparsed+tails.Unparsed
 	res.Bytes += tails.Bytes
 	res.Failed += tails.Failed
 	res.Errors = append(res.Errors, tails.Errors...)
-	if err != nil {
-		return res, err
-	}
-	// Index objects last: one left behind by a crash here is an orphan no
-	// reader uses (only a segment above the watermark is looked up).
-	iv, err := bucketview.Read(ctx, b, shard, bucketview.Options{Parts: bucketview.Indexes})
-	res.Unparsed += len(iv.Unparsed)
-	if err != nil {
-		return res, err
-	}
-	for _, info := range iv.IndexObjects {
-		if info.Parsed.Segment > mark.Segment {
+	return res, err
+}
+
+// deleteUpTo deletes the listed segment or index objects whose segment id
+// is at or below seg, counting bytes and failures in d, and returns how
+// many it deleted.
+func (d *DeleteResult) deleteUpTo(ctx context.Context, b Deleter, infos []blobtier.ObjectInfo, seg uint64) int {
+	n := 0
+	for _, info := range infos {
+		if info.Parsed.Segment > seg {
 			continue
 		}
 		if err := b.Delete(ctx, info.Key); err != nil {
-			res.fail(info.Key, err)
+			d.fail(info.Key, err)
 			continue
 		}
-		res.Indexes++
-		res.Bytes += info.Size
+		n++
+		d.Bytes += info.Size
 	}
-	return res, nil
+	return n
 }
 
 // deleteTailsThrough deletes the shard's tail objects whose last sequence
