@@ -58,12 +58,14 @@ func TestLazyIndexFetchesWhatAReadNeeds(t *testing.T) {
 		t.Fatalf("a page at event %d of %d segments fetched %d of them, want at most %d", mid, len(imp), n, logn+1)
 	}
 	t.Logf("a page at event %d fetched %d of %d evicted segments", mid, fetched(), len(imp))
-	before := fetched()
+	before, aheads := fetched(), s.RemoteStats().ReadAheads
 	if p, err := s.Scan(0, 2); err != nil || len(p.Records) != 2 || p.Records[0].Seq != 1 {
 		t.Fatalf("scan from the start: %+v, %v", p.Records, err)
 	}
-	if n := fetched() - before; n != 1 {
-		t.Fatalf("a page at the start fetched %d segments, want 1", n)
+	// The scan may also have started reading the next segment ahead (in
+	// the background: counted when it ran, so not exact).
+	if n, ra := fetched()-before, s.RemoteStats().ReadAheads-aheads; n < 1 || n > 1+int(ra) {
+		t.Fatalf("a page at the start fetched %d segments (%d read ahead), want 1", n, ra)
 	}
 	if _, err := s.Get(tip / 2); err != nil {
 		t.Fatal(err)
