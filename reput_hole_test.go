@@ -19,14 +19,18 @@ import (
 // retains for reclaimed, and the store that adopts the repaired mark
 // reclaims events only the local disk holds (simulation seed 5000688: an
 // older copy of the disk met the hole and dropped events 1–6, which were
-// never reclaimed). The owner deletes its damaged object only once tail
-// objects hold the segment's events (docs/FORMAT.md §6.3), so the bucket
+// never reclaimed). The owner deletes its damaged object once tail objects
+// hold the segment's events (docs/FORMAT.md §7.1 step 5), so the bucket
 // never lacks a key for an event it held and did not reclaim.
 //
-// tails_refused: the tail puts fail too, so nothing may be deleted (the
-// damaged object stays, a key the repair counts); replication_off: no tail
-// pass ships the segment's events after the delete, so only the tail
-// objects put before it hold them.
+// replication_off: the put again fails, and no tail pass ships the
+// segment's events after the delete, so only the tail objects put before
+// it hold them. tails_refused: the tail puts fail, so the object is
+// replaced without them (left damaged, a later start whose tail listing
+// hid their copies could count it durable: sim seed 6021762); its put
+// again lands, and nothing is lost. (Both failing at once — the tail puts
+// and the put again — still leaves the hole until a later pass puts it:
+// RELIABILITY.md.)
 func TestDamagedSegmentReputHoleIsNotAReclaim(t *testing.T) {
 	t.Run("tails_refused", func(t *testing.T) { reputHole(t, false) })
 	t.Run("replication_off", func(t *testing.T) { reputHole(t, true) })
@@ -67,17 +71,18 @@ func reputHole(t *testing.T, replicationOff bool) {
 
 	// The first segment's object is damaged at rest, and the cursor object
 	// too (without its shipped_through the start reads the segments back
-	// and finds the damage). The owner's put of the segment again fails,
-	// and so do its tail puts when they are refused.
+	// and finds the damage). With replication off the owner's put of the
+	// segment again fails; else its tail puts do.
 	truncateAtRest(t, raw, segKey)
 	truncateAtRest(t, raw, blobtier.CursorKey(0))
-	fb.MustAdd(faultbucket.Rule{Op: faultbucket.OpWrite, Kind: faultbucket.Refuse, Key: segKey, Skip: 1})
-	if !replicationOff {
+	if replicationOff {
+		fb.MustAdd(faultbucket.Rule{Op: faultbucket.OpWrite, Kind: faultbucket.Refuse, Key: segKey, Skip: 1})
+	} else {
 		fb.MustAdd(faultbucket.Rule{Op: faultbucket.OpWrite, Kind: faultbucket.Refuse, Key: "noetl.ehdb.tail.*"})
 	}
 	l = mustOpen(t, opts)
-	if _, err := l.Ship(ctx, false); err == nil {
-		t.Fatal("the refused put of the damaged segment went unnoticed")
+	if _, err := l.Ship(ctx, false); (err == nil) == replicationOff {
+		t.Fatalf("ship with the faults: %v (an error only when the segment's put again is refused)", err)
 	}
 	l.Close()
 	fb.Clear()

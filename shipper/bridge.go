@@ -13,7 +13,7 @@ import (
 
 // bridge puts tail objects holding every event of sealed segment seg,
 // read back intact, before putSegment deletes the segment's damaged object
-// to put it again (docs/FORMAT.md §6.3). Until the put lands, the bucket
+// to put it again (docs/FORMAT.md §7.1 step 5). Until the put lands, the bucket
 // would otherwise lack any key for those events, and a hole at the bottom
 // of what the bucket retains reads as a reclaim: the start's repair of a
 // damaged watermark takes every sequence below the lowest one retained for
@@ -26,7 +26,8 @@ import (
 // before the segment (the same keys and bytes, so a later tail pass finds
 // them its own), shipped whether or not tail replication is on; cleanup
 // deletes them like any tail object once the segment is durable again. An
-// error means the bridge is not in place and nothing may be deleted.
+// error means the bridge is not in place (putSegment then deletes all the
+// same: see there).
 func (s *Shipper) bridge(ctx context.Context, seg localseg.SegmentInfo) error {
 	if seg.Events == 0 {
 		return nil // no event whose only key the delete could remove
@@ -38,7 +39,12 @@ func (s *Shipper) bridge(ctx context.Context, seg localseg.SegmentInfo) error {
 		}
 		bt := tailbatch.Batch{Shard: s.shard, Segment: ext.Segment, Start: ext.Start, End: ext.End,
 			FirstSeq: ext.FirstSeq, LastSeq: ext.LastSeq, Key: blobtier.TailKey(s.shard, ext.FirstSeq, ext.LastSeq), Epoch: s.o.Epoch}
-		if err := tailbatch.Upload(ctx, s.b, s.store, bt); err != nil && !s.holdsBatch(ctx, bt, err) {
+		// Never a delete here: a tail object already under the key may be
+		// the one object left holding these events (sim seed 6016684: the
+		// bridge's put read back damaged, Upload deleted the replicator's
+		// object 35..40, its put again failed, and a later start took the
+		// damaged segment object for durable).
+		if err := tailbatch.UploadKeeping(ctx, s.b, s.store, bt); err != nil && !s.holdsBatch(ctx, bt, err) {
 			return fmt.Errorf("bridge segment %d with tail objects: %w", seg.ID, err)
 		}
 		s.mu.Lock()

@@ -9,9 +9,10 @@
 // rewritten after the checks with the local reclaim base, raised to the last
 // local segment boundary below the lowest sequence the bucket still holds,
 // so the repair never lowers it. The uploader deletes its own damaged
-// segment object to put it again only once tail objects hold the
-// segment's events (bridge.go), so that delete leaves no hole the repair
-// takes for a reclaim. A damaged cursor object does not stop the
+// segment object to put it again after tail objects hold the segment's
+// events (bridge.go), so that delete leaves no hole the repair takes for a
+// reclaim (when they cannot be put it deletes all the same: the hole stays
+// open only while the put again fails too). A damaged cursor object does not stop the
 // owner: it is rebuilt after the checks from the owner's shipped position
 // and consumers (logged), never below what the bucket's objects imply
 // (our damaged segments, which the uploader puts again, count), so its

@@ -58,8 +58,9 @@ func adoptable(snap localseg.Snapshot, wm watermark.Mark) error {
 // nothing). Every sequence below lowRetained is gone from the bucket, so
 // the real watermark was at least there: a stale disk's lower base never
 // moves the mark backward. (Gone means reclaimed: the uploader deletes its
-// own damaged segment object only once tail objects hold its events,
-// bridge.go, so that delete leaves no hole below lowRetained.)
+// own damaged segment object after tail objects hold its events, bridge.go,
+// so that delete leaves no hole below lowRetained unless those puts and
+// its put again all fail.)
 func repairTarget(snap localseg.Snapshot, lowRetained uint64) (seq, segment uint64) {
 	seq, segment = snap.ReclaimedSeq, snap.ReclaimedSeg
 	for _, seg := range snap.Segments {

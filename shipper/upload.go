@@ -133,11 +133,18 @@ func (s *Shipper) putSegment(ctx context.Context, key string, data []byte, seg l
 		if !errors.Is(err, blobtier.ErrCorrupt) {
 			return err
 		}
+		// Tail objects first (bridge.go). When they cannot be put, the
+		// damaged object is replaced all the same: left in place it could
+		// be counted durable at a later start whose tail listing hid their
+		// copies (sim seed 6021762: the start's O(1) rule, shipper
+		// verifiedBefore), and tail cleanup would then delete the last
+		// good ones. The hole the delete opens until the put lands is the
+		// lesser risk; it needs the put to fail too.
 		if berr := s.bridge(ctx, seg); berr != nil {
-			s.log.Error("a segment of this shard reads back damaged from the bucket; not deleted until tail objects hold its events", "key", key, "err", err, "bridge_err", berr)
-			return errors.Join(err, berr)
+			s.log.Error("a segment of this shard reads back damaged from the bucket and its events could not be put in tail objects first; deleting it to upload again", "key", key, "err", err, "bridge_err", berr)
+		} else {
+			s.log.Error("a segment of this shard reads back damaged from the bucket; deleting it to upload again", "key", key, "err", err)
 		}
-		s.log.Error("a segment of this shard reads back damaged from the bucket; deleting it to upload again", "key", key, "err", err)
 		if derr := s.b.Delete(ctx, key); derr != nil {
 			return errors.Join(err, derr)
 		}

@@ -126,3 +126,38 @@ func TestDamagedTailObjectIsBridgedBeforeItsDelete(t *testing.T) {
 		})
 	}
 }
+
+// TestUploadKeepingNeverDeletes: UploadKeeping, which the uploader's bridge
+// of a damaged segment object uses, fails on an object of ours that reads
+// back damaged and leaves it where it is (an existing tail object under the
+// key may be the last one holding its events: sim seed 6016684); Upload
+// deletes it and puts it again.
+func TestUploadKeepingNeverDeletes(t *testing.T) {
+	ctx := context.Background()
+	for _, keep := range []bool{true, false} {
+		fb := faultbucket.New(memblob.OpenBucket(nil), 3)
+		b := blobtier.New(fb.Bucket(), blobtier.Options{})
+		s := openStore(t, localseg.Options{SegmentMaxBytes: 8 << 10})
+		appendN(t, s, 5)
+		r := tailbatch.New(0, 0, tailbatch.Options{})
+		batches, err := r.Prepare(s)
+		if err != nil || len(batches) != 1 {
+			t.Fatalf("prepare: %v %v", batches, err)
+		}
+		bt := batches[0]
+		fb.MustAdd(faultbucket.Rule{Op: faultbucket.OpWrite, Kind: faultbucket.Truncate, Key: bt.Key, Times: 1})
+		up := tailbatch.Upload
+		if keep {
+			up = tailbatch.UploadKeeping
+		}
+		err = up(ctx, b, s, bt)
+		_, _, gerr := b.Get(ctx, bt.Key)
+		switch {
+		case keep && (!errors.Is(err, tailbatch.ErrDamaged) || !errors.Is(gerr, blobtier.ErrCorrupt)):
+			t.Fatalf("UploadKeeping: %v; the object reads %v, want it kept damaged", err, gerr)
+		case !keep && (err != nil || gerr != nil):
+			t.Fatalf("Upload: %v; the object reads %v, want it put again", err, gerr)
+		}
+		b.Close()
+	}
+}

@@ -48,6 +48,20 @@ func Upload(ctx context.Context, b Putter, src RangeReader, batch Batch) error {
 	return upload(ctx, b, src, batch, nil, nil)
 }
 
+// errKept is UploadKeeping's refusal to delete.
+var errKept = errors.New("left in place: the caller holds no other copy of its events")
+
+// UploadKeeping is Upload without the delete: an object of ours that
+// reads back damaged stays where it is and the upload fails (ErrDamaged).
+// A caller that puts events in tail objects because the only other object
+// that holds them is itself damaged (the uploader's bridge of a damaged
+// segment object) uses it: an existing tail object under the key may be
+// the last intact-enough witness of those events, and a failed put after
+// its delete would leave none.
+func UploadKeeping(ctx context.Context, b Putter, src RangeReader, batch Batch) error {
+	return upload(ctx, b, src, batch, nil, func() error { return errKept })
+}
+
 // upload is Upload; afterPut, when set, runs after every put that the
 // bucket accepted, concurrently with that put's read-back (writer fencing:
 // the HEAD that must follow the put need not wait for the read-back). Its

@@ -190,8 +190,9 @@ func Damaged(err error) bool {
 //
 // Only the shard's owner may call it, with its local reclaim base: the
 // owner deletes bucket objects only after reclaiming them locally (its own
-// damaged segment object, deleted to be put again, only once tail objects
-// hold its events, so the delete leaves no hole that reads as reclaimed), so
+// damaged segment object, deleted to be put again, after tail objects hold
+// its events, so the delete leaves no hole that reads as reclaimed unless
+// those puts and the put again all fail), so
 // every object ever deleted is at or below its base, and a restore that skips
 // what the repaired mark covers skips nothing that still matters — while a
 // damaged watermark would stop GC and every restore. V restarts from the

@@ -89,6 +89,24 @@ func (r *run) localDamageExcused(err error) bool {
 	return true
 }
 
+// localDamageStallsTail reports whether err, a ship pass's, is the local
+// corruption of a segment opDamageLocal damaged, which the pass could not
+// heal (seed 6013315: the heal's read of the object refused by a fault, a
+// start whose listing hid the object): the tail cannot ship that segment's
+// events from its damaged bytes, and until a heal or a start confirms its
+// object the shipped position rightly stays below it. The faults on segment
+// objects stall the tail here through the local damage, not through a
+// failed upload (finding 4); the other checks (every acknowledged event
+// readable, restores) still hold.
+func (r *run) localDamageStallsTail(err error) bool {
+	if len(r.localDamaged) == 0 || !errors.Is(err, localseg.ErrCorrupt) {
+		return false
+	}
+	r.stats.Faults["local-damage-stalled-tail"]++
+	r.logf("  (the tail stalls at a locally damaged segment its pass could not heal)")
+	return true
+}
+
 // noteHealed counts the open log's heals so far (coverage).
 func (r *run) noteHealed() {
 	if r.w.log == nil || len(r.localDamaged) == 0 {

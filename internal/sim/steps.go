@@ -216,7 +216,7 @@ func (r *run) opShip(ctx context.Context, seal bool) *violation {
 	}
 	// A segment that cannot upload must not keep the tail from shipping
 	// (finding 4: a partly failed upload pass and a GC stall it).
-	if segOnly && ready && !r.known[4] && r.w.log.ShippedThrough() < tip && !r.staleSingleTail(ctx) {
+	if segOnly && ready && !r.known[4] && r.w.log.ShippedThrough() < tip && !r.staleSingleTail(ctx) && !r.localDamageStallsTail(err) {
 		return fail("tail-stalled", "with faults only on segment objects, a ship pass left shipped_through at %d below the tip %d", r.w.log.ShippedThrough(), tip)
 	}
 	return nil
