@@ -63,7 +63,7 @@ func Hydrate(ctx context.Context, b Reader, shard uint32, dir string, opts Optio
 	for attempt := 1; ; attempt++ {
 		// A leftover is a restore that crashed or failed: its contents are
 		// never trusted, only removed.
-		if err := removeAll(fsys, tmp); err != nil {
+		if err := localseg.RemoveTree(fsys, tmp); err != nil {
 			return rep, fmt.Errorf("coldload: remove leftover %s: %w", tmp, err)
 		}
 		if err := fsys.MkdirAll(tmp, 0o755); err != nil {
@@ -88,7 +88,7 @@ func Hydrate(ctx context.Context, b Reader, shard uint32, dir string, opts Optio
 				continue
 			}
 		}
-		if rerr := removeAll(fsys, tmp); rerr != nil {
+		if rerr := localseg.RemoveTree(fsys, tmp); rerr != nil {
 			opts.Logger.Warn("coldload: cannot remove the unfinished restore", "dir", tmp, "err", rerr)
 		}
 		return rep, err
@@ -426,7 +426,7 @@ func adoptSegments(fsys localseg.FS, synced func(path string) bool, side, dir st
 	if err := localseg.ImportSegments(fsys, synced, side, dir, first); err != nil {
 		return fmt.Errorf("coldload: adopt the append store's segments: %w", err)
 	}
-	if err := removeAll(fsys, side); err != nil {
+	if err := localseg.RemoveTree(fsys, side); err != nil {
 		return fmt.Errorf("coldload: remove %s: %w", side, err)
 	}
 	return nil

@@ -44,7 +44,7 @@ func ReadOnlyWith(ctx context.Context, b Reader, shard uint32, scratch string, o
 		return nil, Report{}, func() {}, fmt.Errorf("coldload: create scratch %s: %w", root, err)
 	}
 	removeRoot := func() {
-		if err := removeAll(fsys, root); err != nil {
+		if err := localseg.RemoveTree(fsys, root); err != nil {
 			opts.Logger.Warn("coldload: cannot remove the scratch directory", "dir", root, "err", err)
 		}
 	}

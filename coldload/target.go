@@ -1,15 +1,13 @@
 package coldload
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
-	"path/filepath"
 
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
-// The restore target directory: what counts as empty, and its removal.
+// The restore target directory: what counts as empty (its removal is
+// localseg.RemoveTree).
 
 // adoptUnstarted makes a target that holds nothing but a store's LOCK file
 // count as empty. A writable store takes its lock before it creates its
@@ -37,31 +35,4 @@ func adoptUnstarted(fsys localseg.FS, dir string, notEmpty error) (existed bool,
 		return true, fmt.Errorf("coldload: remove the lock of an unstarted store in %s: %w", dir, err)
 	}
 	return true, nil
-}
-
-// removeAll removes path and everything under it through fsys (which has
-// no RemoveAll of its own). A missing path is success.
-func removeAll(fsys localseg.FS, path string) error {
-	fi, err := fsys.Stat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if fi.IsDir() {
-		names, err := fsys.ReadDir(path)
-		if err != nil {
-			return err
-		}
-		for _, n := range names {
-			if err := removeAll(fsys, filepath.Join(path, n)); err != nil {
-				return err
-			}
-		}
-	}
-	if err := fsys.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	return nil
 }

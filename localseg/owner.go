@@ -127,7 +127,7 @@ func TakeoverStagingDir(dir string) string {
 func ReplaceWithStaged(fsys FS, staged, dir string) error {
 	dir = filepath.Clean(dir)
 	old := filepath.Join(filepath.Dir(dir), "."+filepath.Base(dir)+".replaced")
-	if err := removeTree(fsys, old); err != nil {
+	if err := RemoveTree(fsys, old); err != nil {
 		return err
 	}
 	if _, err := fsys.Stat(dir); err == nil {
@@ -141,15 +141,15 @@ func ReplaceWithStaged(fsys FS, staged, dir string) error {
 	if err := fsys.SyncDir(filepath.Dir(dir)); err != nil {
 		return fmt.Errorf("localseg: fsync directory %s: %w", filepath.Dir(dir), err)
 	}
-	return removeTree(fsys, old)
+	return RemoveTree(fsys, old)
 }
 
 // RemoveStaged removes a leftover staging directory (a crashed takeover's).
-func RemoveStaged(fsys FS, staged string) error { return removeTree(fsys, staged) }
+func RemoveStaged(fsys FS, staged string) error { return RemoveTree(fsys, staged) }
 
-// removeTree removes path and everything under it through fsys. A missing
-// path is success.
-func removeTree(fsys FS, path string) error {
+// RemoveTree removes path and everything under it through fsys (an FS has
+// no RemoveAll of its own). A missing path is success.
+func RemoveTree(fsys FS, path string) error {
 	fi, err := fsys.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -163,7 +163,7 @@ func removeTree(fsys FS, path string) error {
 			return err
 		}
 		for _, n := range names {
-			if err := removeTree(fsys, filepath.Join(path, n)); err != nil {
+			if err := RemoveTree(fsys, filepath.Join(path, n)); err != nil {
 				return err
 			}
 		}
@@ -207,7 +207,7 @@ func RemoveFenced(fsys FS, dir string, epoch uint64) error {
 	if _, err := fsys.Stat(to); err != nil {
 		return fmt.Errorf("localseg: %s: %w", to, err)
 	}
-	if err := removeTree(fsys, to); err != nil {
+	if err := RemoveTree(fsys, to); err != nil {
 		return err
 	}
 	return fsys.SyncDir(filepath.Dir(to))
