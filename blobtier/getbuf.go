@@ -34,23 +34,75 @@ func GetBuffered(ctx context.Context, r interface {
 }
 
 func (t *bucket) GetBuffered(ctx context.Context, key string, buf []byte) ([]byte, Meta, error) {
+	return t.GetWatched(ctx, key, buf, nil)
+}
+
+func (w *observed) GetBuffered(ctx context.Context, key string, buf []byte) ([]byte, Meta, error) {
+	return w.GetWatched(ctx, key, buf, nil)
+}
+
+// Watcher sees the bytes of a verified read as they arrive (GetWatched), so
+// that the caller's own checks of them (a frame.Verifier's, which has these
+// methods) overlap the download and find the bytes still in the cache.
+type Watcher interface {
+	// Reset is called before the first byte of every attempt to read the
+	// object: nothing seen before belongs to it (a stat-then-read Get
+	// reads an object replaced meanwhile a second time).
+	Reset()
+	// Advance is called each time more bytes have arrived, with every
+	// byte this attempt read so far: each call's slice holds the
+	// previous call's bytes, unchanged, and more. They are not yet checked
+	// against the metadata (the read may still fail, and they may run one
+	// byte past its length); they alias the read's buffer: not to be
+	// modified, nor kept past GetWatched.
+	Advance(soFar []byte)
+}
+
+// WatchedGetter is implemented by the Bucket New returns and by Observe's
+// wrapper of one: GetBuffered that shows a Watcher the bytes as they
+// arrive. When it returns no error, the last Advance held exactly the bytes
+// it returns.
+type WatchedGetter interface {
+	GetWatched(ctx context.Context, key string, buf []byte, w Watcher) ([]byte, Meta, error)
+}
+
+// GetWatched is GetBuffered that shows w the bytes as they arrive (w may
+// be nil). Every check of Get is made, the same way, and its verdict is the
+// result: what w concluded counts only when GetWatched returned no error,
+// and then w saw exactly the bytes returned. Where r has no GetWatched, w
+// sees them at once after a successful read (Reset, then one Advance).
+func GetWatched(ctx context.Context, r interface {
+	Get(ctx context.Context, key string) ([]byte, Meta, error)
+}, key string, buf []byte, w Watcher) ([]byte, Meta, error) {
+	if g, ok := r.(WatchedGetter); ok {
+		return g.GetWatched(ctx, key, buf, w)
+	}
+	data, m, err := GetBuffered(ctx, r, key, buf)
+	if err == nil && w != nil {
+		w.Reset()
+		w.Advance(data)
+	}
+	return data, m, err
+}
+
+func (t *bucket) GetWatched(ctx context.Context, key string, buf []byte, w Watcher) ([]byte, Meta, error) {
 	ctx, cancel, err := t.begin(ctx, OpGet, key)
 	if err != nil {
 		return nil, Meta{}, err
 	}
 	defer cancel()
 	if t.cas != casNone {
-		if data, m, _, ok, err := t.getOne(ctx, OpGet, key, buf); ok {
+		if data, m, _, ok, err := t.getOne(ctx, OpGet, key, buf, w); ok {
 			return data, m, err
 		}
 	}
-	data, m, _, err := t.getTwo(ctx, OpGet, key, buf)
+	data, m, _, err := t.getTwo(ctx, OpGet, key, buf, w)
 	return data, m, err
 }
 
-func (w *observed) GetBuffered(ctx context.Context, key string, buf []byte) ([]byte, Meta, error) {
+func (w *observed) GetWatched(ctx context.Context, key string, buf []byte, wa Watcher) ([]byte, Meta, error) {
 	start := time.Now()
-	data, m, err := GetBuffered(ctx, w.b, key, buf)
+	data, m, err := GetWatched(ctx, w.b, key, buf, wa)
 	w.report(OpGet, err, 0, int64(len(data)), start)
 	return data, m, err
 }
@@ -63,9 +115,10 @@ const digestChunk = 256 << 10
 // readBodyDigest reads at most length+1 bytes, into buf when it can hold
 // them: one more than the metadata promises is enough to know the object
 // is too long, without trusting its size. The XXH64 of what was read is
-// computed as it arrives. Only what this read returned is in the result
-// (buf[:n]): stale bytes of an earlier object in buf never are.
-func readBodyDigest(r io.Reader, length int64, buf []byte) ([]byte, uint64, error) {
+// computed as it arrives, and w (when not nil) is shown the bytes read so
+// far after each chunk is hashed. Only what this read returned is in the
+// result (buf[:n]): stale bytes of an earlier object in buf never are.
+func readBodyDigest(r io.Reader, length int64, buf []byte, w Watcher) ([]byte, uint64, error) {
 	if int64(cap(buf)) > length {
 		buf = buf[:length+1]
 	} else {
@@ -73,12 +126,18 @@ func readBodyDigest(r io.Reader, length int64, buf []byte) ([]byte, uint64, erro
 	}
 	var d xxhash.Digest
 	d.Reset()
+	if w != nil {
+		w.Reset()
+	}
 	n := 0
 	for n < len(buf) {
 		end := min(n+digestChunk, len(buf))
 		k, err := io.ReadFull(r, buf[n:end])
 		d.Write(buf[n : n+k])
 		n += k
+		if w != nil && k > 0 {
+			w.Advance(buf[:n])
+		}
 		switch {
 		case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 			return buf[:n], d.Sum64(), nil // short: verification says so
