@@ -36,7 +36,9 @@
 // what that read returned. GetWatched (WatchedGetter) is GetBuffered that
 // shows a Watcher the bytes read so far after each chunk is hashed (a
 // Reset before every attempt at the object), so a caller's own checks of
-// the content (a frame.Verifier's) overlap the download; the bytes shown
+// the content (a frame.Verifier's) overlap the download: for an object of
+// more than one 256 KiB chunk the hash and the Watcher run on a goroutine
+// of the read's own, beside the reads, and are done when it returns; the bytes shown
 // are not yet checked, and what the Watcher concluded counts only when the
 // read returned no error. S3 does not check content on read
 // and GCS checks only its own CRC32C, so this digest is what catches damage
