@@ -310,17 +310,17 @@ func (t *bucket) get(ctx context.Context, op Op, key string) ([]byte, Meta, Vers
 	}
 	defer cancel()
 	if t.cas != casNone {
-		if data, m, v, ok, err := t.getOne(ctx, op, key, nil); ok {
+		if data, m, v, ok, err := t.getOne(ctx, op, key, nil, nil); ok {
 			return data, m, v, err
 		}
 	}
-	return t.getTwo(ctx, op, key, nil)
+	return t.getTwo(ctx, op, key, nil, nil)
 }
 
 // getTwo reads the attributes first and the bytes after. If the bytes fail
 // verification and the attributes changed meanwhile, the object was
 // replaced between the two requests and is read again.
-func (t *bucket) getTwo(ctx context.Context, op Op, key string, buf []byte) ([]byte, Meta, Version, error) {
+func (t *bucket) getTwo(ctx context.Context, op Op, key string, buf []byte, w Watcher) ([]byte, Meta, Version, error) {
 	for attempt := 1; ; attempt++ {
 		attrs, err := t.b.Attributes(ctx, key)
 		if err != nil {
@@ -333,7 +333,7 @@ func (t *bucket) getTwo(ctx context.Context, op Op, key string, buf []byte) ([]b
 		if m.Length > MaxObjectBytes {
 			return nil, Meta{}, t.version(attrs), &ObjectError{op, key, fmt.Errorf("%w: metadata length %d is over the %d-byte limit", ErrCorrupt, m.Length, MaxObjectBytes)}
 		}
-		data, sum, err := t.readAll(ctx, key, m.Length, buf)
+		data, sum, err := t.readAll(ctx, key, m.Length, buf, w)
 		if err != nil {
 			return nil, Meta{}, "", t.readErr(op, key, err)
 		}
@@ -351,14 +351,14 @@ func (t *bucket) getTwo(ctx context.Context, op Op, key string, buf []byte) ([]b
 }
 
 // readAll reads at most length+1 bytes of key (into buf when it can hold
-// them) and their digest.
-func (t *bucket) readAll(ctx context.Context, key string, length int64, buf []byte) ([]byte, uint64, error) {
+// them) and their digest, showing them to w (when not nil) as they arrive.
+func (t *bucket) readAll(ctx context.Context, key string, length int64, buf []byte, w Watcher) ([]byte, uint64, error) {
 	r, err := t.b.NewReader(ctx, key, nil)
 	if err != nil {
 		return nil, 0, err
 	}
 	defer r.Close()
-	return readBodyDigest(r, length, buf)
+	return readBodyDigest(r, length, buf, w)
 }
 
 func (t *bucket) readErr(op Op, key string, err error) error {

@@ -33,7 +33,14 @@
 // computed as the bytes arrive (256 KiB at a time, still in the cache).
 // GetBuffered (BufferedGetter, also on Observe's wrapper) is Get into a
 // buffer the caller reuses, with the same checks; the result holds only
-// what that read returned. S3 does not check content on read
+// what that read returned. GetWatched (WatchedGetter) is GetBuffered that
+// shows a Watcher the bytes read so far after each chunk is hashed (a
+// Reset before every attempt at the object), so a caller's own checks of
+// the content (a frame.Verifier's) overlap the download: for an object of
+// more than one 256 KiB chunk the hash and the Watcher run on a goroutine
+// of the read's own, beside the reads, and are done when it returns; the bytes shown
+// are not yet checked, and what the Watcher concluded counts only when the
+// read returned no error. S3 does not check content on read
 // and GCS checks only its own CRC32C, so this digest is what catches damage
 // at rest. An object is durable in the bucket when a verified Get (or a Stat
 // whose length and xxh64 equal the local bytes) says so; the mere presence

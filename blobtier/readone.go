@@ -21,7 +21,7 @@ import (
 // requests to detect, and the token is never newer than the bytes. ok is
 // false, with no error, when the driver does not hand the response over (a
 // GCS client on JSON reads): the caller then reads with a stat and a read.
-func (t *bucket) getOne(ctx context.Context, op Op, key string, buf []byte) (data []byte, m Meta, v Version, ok bool, err error) {
+func (t *bucket) getOne(ctx context.Context, op Op, key string, buf []byte, w Watcher) (data []byte, m Meta, v Version, ok bool, err error) {
 	r, err := t.b.NewReader(ctx, key, nil)
 	if err != nil {
 		return nil, Meta{}, "", true, t.readErr(op, key, err)
@@ -38,7 +38,7 @@ func (t *bucket) getOne(ctx context.Context, op Op, key string, buf []byte) (dat
 	if m.Length > MaxObjectBytes {
 		return nil, Meta{}, v, true, &ObjectError{op, key, fmt.Errorf("%w: metadata length %d is over the %d-byte limit", ErrCorrupt, m.Length, MaxObjectBytes)}
 	}
-	data, sum, err := readBodyDigest(r, m.Length, buf)
+	data, sum, err := readBodyDigest(r, m.Length, buf, w)
 	if err != nil {
 		return nil, Meta{}, "", true, t.readErr(op, key, err)
 	}

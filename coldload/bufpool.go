@@ -7,7 +7,7 @@ import (
 )
 
 // bufPool holds the segment phase's read buffers for reuse: a worker takes
-// one, reads an object into it (blobtier.GetBuffered), verifies and writes
+// one, reads an object into it (blobtier.GetWatched), verifies and writes
 // it, and puts it back for the next object. At most one buffer per worker
 // exists, so memory stays at the concurrency window, as before, and a
 // restore of any length allocates, zeroes and faults in only that window

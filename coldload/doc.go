@@ -59,8 +59,11 @@
 //     soon as it is verified. Memory is bounded by the concurrency window,
 //     not by the log: each worker reads into a buffer of the largest listed
 //     object's size that it reuses for object after object
-//     (blobtier.GetBuffered, bufpool.go), given back only once its segment
-//     file is written. Continuity is checked from each segment's summary:
+//     (blobtier.GetWatched, bufpool.go), given back only once its segment
+//     file is written. Its frames are verified as its bytes arrive (a
+//     frame.Verifier watching the read, so verification overlaps the
+//     download); the verdict counts only once blobtier's length and digest
+//     checks passed, so a damaged object is still a damaged object. Continuity is checked from each segment's summary:
 //     ids consecutive from watermark segment + 1, sequences consecutive from
 //     watermark sequence + 1. The first hole in id order stops the restore
 //     with a *GapError naming the missing segment ids and sequences (and
@@ -135,7 +138,8 @@
 //   - blobtier.Get checks every object's length and XXH64 against its
 //     metadata: a short, long or flipped object is an error naming the key.
 //   - frame.VerifySegment checks every frame of a segment (magic, length,
-//     CRC, JSON) and that its sequences are consecutive; tail objects get
+//     CRC, JSON) and that its sequences are consecutive (in the segment
+//     phase a frame.Verifier, the same checks as the bytes arrive); tail objects get
 //     the same checks frame by frame, plus their first and last event
 //     against their key. Each object's frames are decoded once.
 //   - Across objects: segment ids and sequences continue without holes;

@@ -1,6 +1,7 @@
 package coldload_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -864,6 +865,12 @@ func TestFrameLevelCorruptionFailsNamingTheKey(t *testing.T) {
 	good := frames(t, evFrames(1, 4, plain)...)
 	badCRC := slices.Clone(good)
 	badCRC[len(badCRC)-3] ^= 1 // inside the last body: the CRC no longer matches
+	// A payload changed under its CRC, the body still valid JSON with the
+	// right sequence: only the CRC catches it.
+	onlyCRC := bytes.Replace(good, []byte(`"payload":"p2"`), []byte(`"payload":"q2"`), 1)
+	if bytes.Equal(onlyCRC, good) {
+		t.Fatal("no payload p2 to change")
+	}
 	cases := []struct {
 		name string
 		key  string
@@ -871,6 +878,8 @@ func TestFrameLevelCorruptionFailsNamingTheKey(t *testing.T) {
 	}{
 		{"segment with a bad CRC", blobtier.SegmentKey(0, 1), badCRC},
 		{"segment with a torn last frame", blobtier.SegmentKey(0, 1), good[:len(good)-7]},
+		{"segment whose payload changed under its CRC", blobtier.SegmentKey(0, 1), onlyCRC},
+		{"segment ending in 5 bytes of a header", blobtier.SegmentKey(0, 1), append(slices.Clone(good), good[:5]...)},
 		{"tail with a bad CRC", blobtier.TailKey(0, 1, 4), badCRC},
 		{"tail whose key overstates it", blobtier.TailKey(0, 1, 5), good},
 		{"tail whose key understates it", blobtier.TailKey(0, 1, 3), good},

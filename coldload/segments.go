@@ -103,12 +103,14 @@ func (h *run) fetchSegments(ctx context.Context, items []*segItem) {
 }
 
 // fetchSegment reads one segment object (blobtier checks length and
-// digest), verifies every frame (frame.VerifySegment: magic, length, CRC,
-// JSON, consecutive sequences), checks any tail objects that overlap it, and
-// writes the file. The object is read into a buffer of bufs, given back on
-// return.
+// digest), verifies every frame (frame.VerifySegment's checks: magic,
+// length, CRC, JSON, consecutive sequences; a frame.Verifier makes them as
+// the bytes arrive, and its verdict counts once blobtier's checks passed),
+// checks any tail objects that overlap it, and writes the file. The object
+// is read into a buffer of bufs, given back on return.
 func (h *run) fetchSegment(ctx context.Context, it *segItem, bufs *bufPool) {
-	data, meta, err := blobtier.GetBuffered(ctx, h.r, it.key, bufs.get())
+	v := frame.NewVerifier(it.id, 0)
+	data, meta, err := blobtier.GetWatched(ctx, h.r, it.key, bufs.get(), v)
 	defer bufs.put(data)
 	if err != nil {
 		it.err = &ObjectError{Key: it.key, Err: err}
@@ -117,7 +119,7 @@ func (h *run) fetchSegment(ctx context.Context, it *segItem, bufs *bufPool) {
 	}
 	h.read(len(data), -1)
 	it.digest, it.read = meta.XXH64, true
-	sum, err := frame.VerifySegment(it.id, data, 0)
+	sum, err := v.Finish(data)
 	if err != nil {
 		it.err = &ObjectError{Key: it.key, Err: err}
 		return

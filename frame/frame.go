@@ -1,14 +1,3 @@
-// Package frame is the bucket's wire format: the codec of the frames that
-// segment files, segment objects and tail objects are made of, laid end to
-// end (docs/FORMAT.md §2). A frame is a 12-byte header, all little-endian
-// (magic 0xE5DB0001, body length, CRC-32 IEEE of the body), followed by the
-// body: the compact JSON of one of four variants (Event, ConsumerCreate,
-// Ack, ConsumerDelete), byte-identical to serde_json's compact writer.
-// Writers produce exactly that canonical layout; readers accept any valid
-// JSON of a known variant and ignore unknown fields (FORMAT.md §2.3, §2.4).
-//
-// The package is a leaf: it imports nothing of this module, so the store
-// (localseg), the cold load, the shipper and the tools share one codec.
 package frame
 
 import (
@@ -958,49 +947,4 @@ func Frames(b []byte) iter.Seq2[Frame, error] {
 			o += n
 		}
 	}
-}
-
-// VerifySegment checks every frame of a segment image (magic, length, CRC,
-// JSON) and that Event sequences run consecutively from firstSeq (0: from
-// whatever the first event has). Errors are *CorruptionError with
-// Segment = segmentID. When the image holds no event, FirstSeq is firstSeq
-// and LastSeq is firstSeq-1 (both 0 when firstSeq is 0).
-func VerifySegment(segmentID uint64, b []byte, firstSeq uint64) (SegmentSummary, error) {
-	var sum SegmentSummary
-	next := firstSeq
-	for o := 0; o < len(b); {
-		n, body, err := At(b, o)
-		if err != nil {
-			return sum, &CorruptionError{Segment: segmentID, Offset: int64(o), Err: err}
-		}
-		v, ok := ParseFast(body)
-		if !ok {
-			f, err := DecodeBodySlow(body)
-			if err != nil {
-				return sum, &CorruptionError{Segment: segmentID, Offset: int64(o), Err: err}
-			}
-			v = View{Kind: f.Kind, Seq: f.Seq}
-		}
-		if v.Kind == KindEvent {
-			if next != 0 && v.Seq != next {
-				return sum, &CorruptionError{Segment: segmentID, Offset: int64(o),
-					Err: fmt.Errorf("%w: expected %d, found %d", ErrSeqGap, next, v.Seq)}
-			}
-			if sum.Events == 0 {
-				sum.FirstSeq = v.Seq
-			}
-			sum.LastSeq = v.Seq
-			sum.Events++
-			next = v.Seq + 1
-			if next == 0 { // sequence space exhausted
-				return sum, &CorruptionError{Segment: segmentID, Offset: int64(o), Err: fmt.Errorf("%w: sequence overflow", ErrCorrupt)}
-			}
-		}
-		sum.Frames++
-		o += n
-	}
-	if sum.Events == 0 && firstSeq != 0 {
-		sum.FirstSeq, sum.LastSeq = firstSeq, firstSeq-1
-	}
-	return sum, nil
 }

@@ -67,3 +67,20 @@ func BenchmarkVerifyParse(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkVerifierChunks is BenchmarkVerifySegment fed as a GET's reads
+// feed it (the bytes so far every 256 KiB, then Finish).
+func BenchmarkVerifierChunks(b *testing.B) {
+	buf, first := verifyBenchSegment(16 << 20)
+	b.SetBytes(int64(len(buf)))
+	b.ReportAllocs()
+	for b.Loop() {
+		v := NewVerifier(1, first)
+		for k := 256 << 10; k < len(buf); k += 256 << 10 {
+			v.Advance(buf[:k])
+		}
+		if _, err := v.Finish(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

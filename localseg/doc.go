@@ -250,7 +250,9 @@
 // reclaim: an evicted event exists and reads back (Scan, ReadExecution,
 // Get, Pull and everything above them) from the bucket through
 // Options.Remote, checked as a restore checks an object: length and xxh64
-// against evicted.json, every frame (CRC, body, sequences); a bounded LRU
+// against evicted.json, every frame (CRC, body, sequences; checked by a
+// frame.Verifier as the bytes arrive when the source is a WatchedSource,
+// its verdict read after the length and digest checks); a bounded LRU
 // (Options.RemoteCacheBytes) keeps fetched segments, one fetch per segment
 // at a time. A sequential read (Scan, Pull and the reads streams make)
 // fetches the evicted segment after its page's last one ahead, in the

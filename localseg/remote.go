@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/bucketlog/bucketlog/frame"
 )
 
 // RemoteSource fetches the bytes of an evicted sealed segment from the
@@ -20,6 +22,15 @@ type RemoteSource interface {
 	// computed as they were read (the store compares it with what it
 	// evicted instead of hashing the bytes a second time).
 	FetchSegment(ctx context.Context, id uint64) (data []byte, xxh64 uint64, err error)
+}
+
+// WatchedSource is implemented by a RemoteSource that can show the bytes
+// to a frame.Verifier as they arrive (the shipper's RemoteSegments): the
+// store's check of every frame then overlaps the download. Its result is
+// FetchSegment's; v saw exactly the bytes returned when err is nil, and
+// counts for nothing otherwise (v may be nil).
+type WatchedSource interface {
+	FetchSegmentWatched(ctx context.Context, id uint64, v *frame.Verifier) (data []byte, xxh64 uint64, err error)
 }
 
 // ErrRemoteRead reports an evicted segment that could not be read from the
@@ -287,13 +298,28 @@ func (e *evictState) fetch(en evictEntry) ([]byte, error) {
 // fetchVerified fetches en and checks it as a restore checks a segment
 // object: its length and xxh64 against what left the disk, and every
 // frame (magic, length, CRC, body, consecutive sequences from en.First).
+// The frames are checked as the bytes arrive when the source can show
+// them (WatchedSource); their verdict is read only after the length and
+// digest checks passed, so every failure is reported as before.
 func fetchVerified(ctx context.Context, remote RemoteSource, en evictEntry) ([]byte, error) {
 	if remote == nil {
 		return nil, fmt.Errorf("%w: segment %d is evicted and the store has no bucket to read it from", ErrRemoteRead, en.ID)
 	}
 	ctx, cancel := context.WithTimeout(ctx, remoteTimeout)
 	defer cancel()
-	data, sum, err := remote.FetchSegment(ctx, en.ID)
+	first := en.First
+	if first == FirstUnknown {
+		first = 0 // a lazy hydrate's: not known (lazyindex.go)
+	}
+	v := frame.NewVerifier(en.ID, first)
+	var data []byte
+	var sum uint64
+	var err error
+	if ws, ok := remote.(WatchedSource); ok {
+		data, sum, err = ws.FetchSegmentWatched(ctx, en.ID, v)
+	} else {
+		data, sum, err = remote.FetchSegment(ctx, en.ID)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: segment %d: %w", ErrRemoteRead, en.ID, err)
 	}
@@ -301,11 +327,7 @@ func fetchVerified(ctx context.Context, remote RemoteSource, en evictEntry) ([]b
 		return nil, fmt.Errorf("%w: segment %d: the bucket's copy (%d bytes, xxh64 %016x) is not the evicted segment (%d bytes, xxh64 %s)",
 			ErrRemoteRead, en.ID, len(data), sum, en.Size, en.XXH64)
 	}
-	first := en.First
-	if first == FirstUnknown {
-		first = 0 // a lazy hydrate's: not known (lazyindex.go)
-	}
-	if _, err := VerifySegment(en.ID, data, first); err != nil {
+	if _, err := v.Finish(data); err != nil {
 		return nil, fmt.Errorf("%w: segment %d: the bucket's copy fails verification: %v", ErrRemoteRead, en.ID, err)
 	}
 	return data, nil

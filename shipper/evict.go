@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/bucketlog/bucketlog/blobtier"
+	"github.com/bucketlog/bucketlog/frame"
 	"github.com/bucketlog/bucketlog/localseg"
 )
 
@@ -102,7 +103,18 @@ func (r remoteSegments) FetchIndex(ctx context.Context, id uint64) ([]byte, erro
 }
 
 func (r remoteSegments) FetchSegment(ctx context.Context, id uint64) ([]byte, uint64, error) {
-	data, m, err := r.b.Get(ctx, blobtier.SegmentKey(r.shard, id))
+	return r.FetchSegmentWatched(ctx, id, nil)
+}
+
+// FetchSegmentWatched is FetchSegment showing v the bytes as they arrive
+// (blobtier.GetWatched), so the store checks the frames during the GET
+// (localseg.WatchedSource).
+func (r remoteSegments) FetchSegmentWatched(ctx context.Context, id uint64, v *frame.Verifier) ([]byte, uint64, error) {
+	var w blobtier.Watcher
+	if v != nil {
+		w = v // never a nil *Verifier in a non-nil interface
+	}
+	data, m, err := blobtier.GetWatched(ctx, r.b, blobtier.SegmentKey(r.shard, id), nil, w)
 	if errors.Is(err, blobtier.ErrNotFound) || errors.Is(err, blobtier.ErrCorrupt) {
 		err = fmt.Errorf("%w: %w", localseg.ErrNoCopy, err)
 	}

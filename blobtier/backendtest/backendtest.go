@@ -69,6 +69,7 @@ func Run(t *testing.T, newBucket func(t *testing.T) blobtier.Bucket, caps Caps) 
 		{"PutOverwrites", testPutOverwrites, ""},
 		{"VerifiedGet", testVerifiedGet, skipUnless(caps.PutRaw != nil, "no raw write hook")},
 		{"VerifiedGetBuffered", testVerifiedGetBuffered, skipUnless(caps.PutRaw != nil, "no raw write hook")},
+		{"VerifiedGetWatched", testVerifiedGetWatched, skipUnless(caps.PutRaw != nil, "no raw write hook")},
 		{"AtRestDamageIsNotIdentical", testAtRestDamage, skipUnless(caps.PutRaw != nil, "no raw write hook")},
 		{"GetRange", testGetRange, ""},
 		{"ListByShardAndKind", testList, ""},
