@@ -37,8 +37,7 @@ func (s *Shipper) bridge(ctx context.Context, seg localseg.SegmentInfo) error {
 		if err != nil || !ok || ext.Segment != seg.ID || ext.FirstSeq != after+1 || ext.LastSeq > seg.LastSeq {
 			return fmt.Errorf("bridge segment %d with tail objects: events after %d: extent %+v %v: %w", seg.ID, after, ext, ok, err)
 		}
-		bt := tailbatch.Batch{Shard: s.shard, Segment: ext.Segment, Start: ext.Start, End: ext.End,
-			FirstSeq: ext.FirstSeq, LastSeq: ext.LastSeq, Key: blobtier.TailKey(s.shard, ext.FirstSeq, ext.LastSeq), Epoch: s.o.Epoch}
+		bt := tailbatch.BatchOf(s.shard, ext, s.o.Epoch)
 		// Never a delete here: a tail object already under the key may be
 		// the one object left holding these events (sim seed 6016684: the
 		// bridge's put read back damaged, Upload deleted the replicator's

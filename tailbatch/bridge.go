@@ -3,8 +3,6 @@ package tailbatch
 import (
 	"context"
 	"fmt"
-
-	"github.com/bucketlog/bucketlog/blobtier"
 )
 
 // A damaged tail object of ours is deleted to be put again (upload), and
@@ -26,20 +24,20 @@ import (
 // or none when there are none (a single Event ending its segment's
 // durable frames).
 func (r *Replicator) bridgeBatches(src Source, bt Batch) ([]Batch, error) {
-	batch := func(first, last uint64, maxBytes int64) (Batch, bool, error) {
-		ext, ok, err := src.TailExtent(first-1, maxBytes)
+	// batch is the extent from event first on, in bt's segment; ok when
+	// it reaches last.
+	batch := func(first, last uint64) (Batch, bool, error) {
+		ext, ok, err := src.TailExtent(first-1, MaxBatchBytes)
 		if err != nil || !ok {
 			return Batch{}, false, err
 		}
 		if err := checkExtent(ext, first-1); err != nil || ext.Segment != bt.Segment {
 			return Batch{}, false, err
 		}
-		b := bt
-		b.Start, b.End, b.FirstSeq, b.LastSeq = ext.Start, ext.End, ext.FirstSeq, ext.LastSeq
-		b.Key = blobtier.TailKey(r.shard, ext.FirstSeq, ext.LastSeq)
+		b := BatchOf(r.shard, ext, bt.Epoch)
 		return b, b.LastSeq >= last, nil
 	}
-	if longer, ok, err := batch(bt.FirstSeq, bt.LastSeq, MaxBatchBytes); err != nil {
+	if longer, ok, err := batch(bt.FirstSeq, bt.LastSeq); err != nil {
 		return nil, err
 	} else if ok && longer.LastSeq > bt.LastSeq {
 		return []Batch{longer}, nil
@@ -48,7 +46,7 @@ func (r *Replicator) bridgeBatches(src Source, bt Batch) ([]Batch, error) {
 	if !ok {
 		return nil, nil
 	}
-	rest, ok, err := batch(head.LastSeq+1, bt.LastSeq, MaxBatchBytes)
+	rest, ok, err := batch(head.LastSeq+1, bt.LastSeq)
 	if err != nil || !ok {
 		return nil, fmt.Errorf("%w: no extent holds events %d..%d of %s", ErrBadExtent, head.LastSeq+1, bt.LastSeq, bt.Key)
 	}

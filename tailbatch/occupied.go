@@ -2,8 +2,6 @@ package tailbatch
 
 import (
 	"errors"
-
-	"github.com/bucketlog/bucketlog/blobtier"
 )
 
 // ErrOccupied, wrapped in the error Hooks.Conflict returns, says the
@@ -32,8 +30,5 @@ func (r *Replicator) shorter(src Source, bt Batch) (Batch, bool) {
 	if err != nil || !ok || checkExtent(ext, bt.FirstSeq-1) != nil || ext.LastSeq >= bt.LastSeq || ext.Segment != bt.Segment {
 		return Batch{}, false
 	}
-	s := bt
-	s.Start, s.End, s.LastSeq = ext.Start, ext.End, ext.LastSeq
-	s.Key = blobtier.TailKey(r.shard, ext.FirstSeq, ext.LastSeq)
-	return s, true
+	return BatchOf(r.shard, ext, bt.Epoch), true
 }

@@ -101,6 +101,13 @@ type Batch struct {
 // Len is the object's size in bytes.
 func (b Batch) Len() int64 { return b.End - b.Start }
 
+// BatchOf is the batch of extent ext of shard, written with epoch: its
+// bytes, events and key.
+func BatchOf(shard uint32, ext localseg.Extent, epoch uint64) Batch {
+	return Batch{Shard: shard, Segment: ext.Segment, Start: ext.Start, End: ext.End,
+		FirstSeq: ext.FirstSeq, LastSeq: ext.LastSeq, Key: blobtier.TailKey(shard, ext.FirstSeq, ext.LastSeq), Epoch: epoch}
+}
+
 // Records is the number of events the batch holds.
 func (b Batch) Records() uint64 { return b.LastSeq - b.FirstSeq + 1 }
 
@@ -308,16 +315,7 @@ func (r *Replicator) Prepare(src Source) ([]Batch, error) {
 		if err := checkExtent(ext, after); err != nil {
 			return nil, fmt.Errorf("tailbatch: shard %d: %w", r.shard, err)
 		}
-		b := Batch{
-			Shard:    r.shard,
-			Segment:  ext.Segment,
-			Start:    ext.Start,
-			End:      ext.End,
-			FirstSeq: ext.FirstSeq,
-			LastSeq:  ext.LastSeq,
-			Key:      blobtier.TailKey(r.shard, ext.FirstSeq, ext.LastSeq),
-			Epoch:    r.opts.Epoch,
-		}
+		b := BatchOf(r.shard, ext, r.opts.Epoch)
 		batches = append(batches, b)
 		pending += b.Len()
 		after = ext.LastSeq
