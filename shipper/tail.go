@@ -92,9 +92,6 @@ func (s *Shipper) shipTailPass(ctx context.Context, kind passKind) error {
 		// contiguous durable watermark is there. Move up to it and prepare
 		// again, rather than fail every pass.
 		Resync: func() uint64 { seq, _ := s.contiguous(); return seq },
-		// A durable segment holds the batch's events: a damaged object of
-		// ours under its key needs no bridge before its delete.
-		Covered: func(bt tailbatch.Batch) bool { return s.isDurable(bt.Segment) },
 		Committed: func(bt tailbatch.Batch) {
 			s.mu.Lock()
 			s.pendingTails[bt.Key] = &pendingTail{last: bt.LastSeq}

@@ -118,10 +118,7 @@ func TestAfterUploadRunsAgainAfterARePut(t *testing.T) {
 	if err != nil || res.ShippedThrough != 3 {
 		t.Fatalf("pass: %+v, %v", res, err)
 	}
-	// 4 puts: the batch's two and, before the delete, the bridge's two
-	// (bridge.go: events 1..2 and 3 under other keys), which no fence
-	// check follows (they commit nothing).
-	if puts := b.count(opPutIfAbsent); puts != 4 || ran.Load() != 2 {
-		t.Fatalf("%d puts, AfterUpload ran %d times; want 4 and 2 (once after each of the batch's puts)", puts, ran.Load())
+	if puts := b.count(opPutIfAbsent); puts != 2 || ran.Load() != 2 {
+		t.Fatalf("%d puts, AfterUpload ran %d times; want 2 and 2 (once after each put)", puts, ran.Load())
 	}
 }

@@ -31,7 +31,6 @@ func TestUploadReadsBackDamagedPut(t *testing.T) {
 			s := openStore(t, localseg.Options{SegmentMaxBytes: 8 << 10})
 			r := tailbatch.New(0, 0, tailbatch.Options{})
 			tip := appendN(t, s, 5)
-			// The batch's own key: the bridge's objects (bridge.go) land intact.
 			damage := fb.MustAdd(faultbucket.Rule{Op: faultbucket.OpWrite, Kind: kind, Key: blobtier.TailKey(0, 1, 5), Times: tc.puts})
 			if tc.noDelete {
 				fb.MustAdd(faultbucket.Rule{Op: faultbucket.OpDelete, Kind: faultbucket.Refuse, Key: blobtier.TailKey(0, 1, 5), Times: 1})
@@ -57,73 +56,6 @@ func TestUploadReadsBackDamagedPut(t *testing.T) {
 			}
 			b.Close()
 		}
-	}
-}
-
-// TestDamagedTailObjectIsBridgedBeforeItsDelete: a tail object of ours that
-// reads back damaged is deleted only once other objects hold its events
-// (bridge.go), so when its put again fails the bucket still holds them:
-// the batch cut in two, or extended over the events after it. A single
-// Event ending the durable frames has no other key and is deleted as
-// before; a bridge that cannot be put keeps the damaged object, and a
-// batch a durable segment covers (Hooks.Covered) needs no bridge.
-func TestDamagedTailObjectIsBridgedBeforeItsDelete(t *testing.T) {
-	ctx := context.Background()
-	for _, tc := range []struct {
-		name        string
-		events      int
-		batchBytes  int64 // Options.MaxBatchBytes (0: default)
-		refuseOther bool  // every other tail put refused: no bridge
-		covered     bool
-		wantKept    bool // the damaged object is still there
-		wantHole    bool // the bucket lacks its events afterwards
-	}{
-		{name: "cut in two", events: 5},
-		{name: "extended", events: 5, batchBytes: 1},
-		{name: "one event", events: 1, wantHole: true},
-		{name: "bridge refused", events: 5, refuseOther: true, wantKept: true},
-		{name: "covered", events: 5, covered: true, wantHole: true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			fb := faultbucket.New(memblob.OpenBucket(nil), 3)
-			b := blobtier.New(fb.Bucket(), blobtier.Options{})
-			defer b.Close()
-			s := openStore(t, localseg.Options{SegmentMaxBytes: 8 << 10})
-			tip := appendN(t, s, tc.events)
-			r := tailbatch.New(0, 0, tailbatch.Options{MaxBatchBytes: tc.batchBytes})
-			batches, err := r.Prepare(s)
-			if err != nil || len(batches) == 0 {
-				t.Fatalf("prepare: %v %v", batches, err)
-			}
-			key := batches[0].Key
-			// The batch's put lands damaged, its put again is refused.
-			fb.MustAdd(faultbucket.Rule{Op: faultbucket.OpWrite, Kind: faultbucket.Truncate, Key: key, Times: 1})
-			fb.MustAdd(faultbucket.Rule{Op: faultbucket.OpWrite, Kind: faultbucket.Refuse, Key: key, Skip: 1})
-			if tc.refuseOther {
-				fb.MustAdd(faultbucket.Rule{Op: faultbucket.OpWrite, Kind: faultbucket.Refuse, Key: "noetl.ehdb.tail.*", Skip: 1})
-			}
-			_, err = r.ReplicateWith(ctx, s, b, tailbatch.Hooks{Covered: func(tailbatch.Batch) bool { return tc.covered }})
-			if err == nil || r.ShippedThrough() != 0 {
-				t.Fatalf("pass: shipped %d, %v; want a failed batch", r.ShippedThrough(), err)
-			}
-			_, _, gerr := b.Get(ctx, key)
-			if kept := !errors.Is(gerr, blobtier.ErrNotFound); kept != tc.wantKept {
-				t.Fatalf("the damaged object %s kept: %v (%v), want %v", key, kept, gerr, tc.wantKept)
-			}
-			if !tc.wantKept {
-				hole := missing(bucketEvents(t, ctx, b, 0), batches[0].LastSeq)
-				if (len(hole) > 0) != tc.wantHole {
-					t.Fatalf("the bucket misses %v of the batch's events (tip %d); want a hole: %v", hole, tip, tc.wantHole)
-				}
-			}
-			fb.Clear()
-			if _, err := r.Replicate(ctx, s, b); err != nil || r.ShippedThrough() != tip {
-				t.Fatalf("next pass: shipped %d, %v", r.ShippedThrough(), err)
-			}
-			if m := missing(bucketEvents(t, ctx, b, 0), tip); len(m) != 0 {
-				t.Fatalf("after the next pass the bucket misses %v", m)
-			}
-		})
 	}
 }
 

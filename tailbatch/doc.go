@@ -103,9 +103,7 @@
 // of ours that reads back damaged (twice: a read can be damaged on the way)
 // is deleted and put again in the same call; if that fails too the batch
 // fails with ErrDamaged, never as a second writer, and the next pass ships
-// the same events. Within a pass (Replicate) the delete waits until other
-// objects hold the batch's events (bridge.go; docs/FORMAT.md §7.2): the
-// batch extended over later durable events, or cut in two, read back
-// intact; unless Hooks.Covered says a durable segment holds them. A bridge
-// that cannot be put keeps the damaged object and fails the batch.
+// the same events. UploadKeeping never deletes: the damaged object stays
+// and the upload fails (the uploader's bridge of a damaged segment object,
+// whose tail objects may be the last copies of its events).
 package tailbatch

@@ -163,11 +163,6 @@ type Hooks struct {
 	// knows the occupant is no second writer (writer fencing: a stale
 	// writer's object of an older epoch) keeps the replicator running.
 	Conflict func(Batch, error) error
-	// Covered, when set, reports that a durable segment object holds every
-	// event of the batch: a damaged object of ours under its key is then
-	// deleted without first putting its events under other keys
-	// (bridge.go).
-	Covered func(Batch) bool
 	// Committed is called after each batch's Commit, before the next
 	// upload.
 	Committed func(Batch)
@@ -219,13 +214,7 @@ func (r *Replicator) ReplicateWith(ctx context.Context, src Source, b Bucket, h 
 				return err
 			}
 		}
-		bridge := func() error {
-			if h.Covered != nil && h.Covered(bt) {
-				return nil // a durable segment holds its events
-			}
-			return r.bridge(ctx, b, src, bt)
-		}
-		err := upload(ctx, b, src, bt, afterPut, bridge)
+		err := upload(ctx, b, src, bt, afterPut, nil)
 		if err != nil && h.Conflict != nil && errors.Is(err, blobtier.ErrConflict) {
 			err = h.Conflict(bt, err)
 		}

@@ -67,10 +67,10 @@ func UploadKeeping(ctx context.Context, b Putter, src RangeReader, batch Batch) 
 // the HEAD that must follow the put need not wait for the read-back). Its
 // error fails the upload; a read-back error wins over it, and a round that
 // puts again runs it again, so a nil result means afterPut succeeded after
-// the put of the bytes that read back intact. bridge, when set, runs
-// before a damaged object of ours is deleted (bridge.go): its error keeps
-// the object and fails the upload.
-func upload(ctx context.Context, b Putter, src RangeReader, batch Batch, afterPut, bridge func() error) error {
+// the put of the bytes that read back intact. keep, when set, runs before
+// a damaged object of ours is deleted: its error keeps the object and
+// fails the upload (UploadKeeping).
+func upload(ctx context.Context, b Putter, src RangeReader, batch Batch, afterPut, keep func() error) error {
 	if err := checkBatch(batch); err != nil {
 		return &UploadError{Key: batch.Key, Err: err}
 	}
@@ -100,9 +100,9 @@ func upload(ctx context.Context, b Putter, src RangeReader, batch Batch, afterPu
 		// writer; if it stays damaged the batch fails and its events ship
 		// on the next pass.
 		err = fmt.Errorf("%w: the object reads back damaged (%v)", ErrDamaged, err)
-		if bridge != nil {
-			if berr := bridge(); berr != nil {
-				err = fmt.Errorf("%w; not deleted until other objects hold its events: %v", err, berr)
+		if keep != nil {
+			if berr := keep(); berr != nil {
+				err = fmt.Errorf("%w; not deleted: %v", err, berr)
 				break
 			}
 		}
